@@ -1,0 +1,5 @@
+import sys
+
+from kernelrl.cli import main
+
+sys.exit(main())

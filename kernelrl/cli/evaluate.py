@@ -1,0 +1,68 @@
+"""``kernelrl eval TASK.py CANDIDATE.py``: one hardened evaluation, as JSON or a readable summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import typer
+
+
+def eval_cmd(
+    task: str = typer.Argument(..., help="Task file (KernelBench format) or a built-in task name/key."),
+    candidate: Path = typer.Argument(..., help="Candidate file defining ModelNew."),
+    device: str = typer.Option("auto", help="cpu, cuda, cuda:N or auto."),
+    budget_s: float = typer.Option(None, "--budget-s", help="Seconds of paired timing."),
+    correctness_trials: int = typer.Option(None, "--correctness-trials", help="Fresh input sets checked."),
+    eval_mode: bool = typer.Option(False, "--eval-mode", help="Build both modules in eval mode (default train)."),
+    store: bool = typer.Option(False, "--store", help="Also record the result in the exemplar store."),
+    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+) -> None:
+    """Evaluate CANDIDATE against TASK. Exit 0 whenever the evaluation ran, whatever the candidate did."""
+    from kernelrl.config.recipes import _validate
+    from kernelrl.config.stages import EvalConfig
+    from kernelrl.errors import ConfigError
+    from kernelrl.evaluation import evaluate
+    from kernelrl.tasks import get_task
+
+    t = get_task(task)
+    if not candidate.is_file():
+        raise ConfigError(f"{candidate}: no such candidate file")
+    cfg = EvalConfig(device=device, train_mode=not eval_mode)
+    if budget_s is not None:
+        cfg = dataclasses.replace(cfg, budget_s=budget_s)
+    if correctness_trials is not None:
+        cfg = dataclasses.replace(cfg, correctness_trials=correctness_trials)
+    _validate(cfg, "eval")
+    source = candidate.read_text(errors="replace")
+    if as_json:
+        res = evaluate(t, source, cfg)
+    else:
+        from rich.progress import Progress
+
+        with Progress() as bar:
+            tid = bar.add_task("evaluating", total=1.0)
+            res = evaluate(t, source, cfg, progress=lambda f, what: bar.update(tid, completed=f, description=what))
+    if store:
+        from kernelrl.store import Store
+
+        st = Store()
+        st.upgrade()
+        cid = st.add_candidate(st.upsert_task(t), source, origin_stage="eval")
+        st.add_evaluation(cid, res.to_dict(), dataclasses.asdict(cfg))
+    if as_json:
+        typer.echo(json.dumps(res.to_dict()))
+        return
+    tm = res.timing
+    typer.echo(f"task        {t.key}\ndevice      {res.device_type}\nexecutable  {res.executable}\n"
+               f"correct     {res.correct}\nspeedup     {res.speedup:.2f}x\nflags       {', '.join(res.flags) or '-'}")
+    if tm:
+        typer.echo(f"timing      {tm.get('rounds')} rounds, {tm.get('calls_per_round')} calls/round, "
+                   f"ref {tm.get('ref_median_ms')} ms, cand {tm.get('cand_median_ms')} ms, spread {tm.get('spread')}")
+    if res.error:
+        typer.echo(f"error       {res.error.splitlines()[0][:300]}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_cmd)

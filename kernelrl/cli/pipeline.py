@@ -1,0 +1,154 @@
+"""``kernelrl pipeline``: run the whole pipeline (or part of it) as a Prefect flow, and show a run's stages.
+
+    kernelrl pipeline run --recipe smoke --run smoke                  # all stages; done ones are skipped
+    kernelrl pipeline run --recipe smoke --run smoke --from sft       # force sft, selfsup, crl, bench
+    kernelrl pipeline run --recipe smoke --run smoke --only bench --force
+    kernelrl pipeline run --recipe h100x8 --run r1 --runner docker --set crl.steps=200
+    kernelrl pipeline status --run smoke [--json]
+
+Without PREFECT_API_URL the flow runs on a temporary in-process Prefect server (no set-up); with it, the run
+shows in that server's UI. Exit status: 0 done, 1 a stage failed (rerun the same command to resume: finished
+stages are skipped), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from typing import Optional
+
+import typer
+
+from kernelrl.errors import ConfigError, KernelRLError
+
+
+def _parse_sets(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(help="Run the training pipeline as Prefect flows; show a run's stages.",
+                        no_args_is_help=True)
+
+    @group.command("run")
+    def run_cmd(
+        run: str = typer.Option(..., "--run", help="Run name: groups stage records, checkpoints and the report."),
+        recipe: str = typer.Option("smoke", "--recipe", help="Recipe name (recipes/*.yaml) or a YAML path."),
+        from_stage: Optional[str] = typer.Option(
+            None, "--from", help="Force this stage and every later one to run again (earlier ones skip if done)."),
+        only: Optional[str] = typer.Option(None, "--only", help="Run just this stage (its upstream must be done)."),
+        force: bool = typer.Option(False, "--force", help="Re-run selected stages even when nothing changed."),
+        runner: str = typer.Option("local", "--runner",
+                                   help="local: a process per step (embedded default); docker: a container per step."),
+        sets: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                       help="Override a recipe value, e.g. --set sft.epochs=1 (repeatable)."),
+        retries: int = typer.Option(2, "--retries", min=0,
+                                    help="Retries per stage for crashes (not for bad input), with backoff."),
+        retry_delay: float = typer.Option(30.0, "--retry-delay", min=0.0,
+                                          help="Seconds before the first retry; doubles each time."),
+        module_prefix: str = typer.Option("steps", "--steps-module", hidden=True,
+                                          help="Package holding the step modules (tests use tests.fake_steps)."),
+    ) -> None:
+        """Run augment -> sft -> selfsup -> crl -> bench; print where the report is."""
+        from flows.pipeline import ensure_prefect_env, report_path, select_stages
+        from flows.runner import parse_overrides
+        from kernelrl.config.recipes import load_recipe
+
+        overrides = _parse_sets(sets)
+        load_recipe(recipe, parse_overrides(overrides))  # bad recipe or --set: one line, exit 2, before Prefect
+        plan = select_stages(from_stage, only)
+        if runner not in ("local", "docker"):
+            raise ConfigError(f"--runner {runner!r}: expected local or docker")
+        for stage, _ in plan:
+            if not _step_exists(module_prefix, stage):
+                raise ConfigError(f"step module {module_prefix}.{stage} does not exist yet")
+        ensure_prefect_env()
+        from flows.pipeline import pipeline
+
+        state = pipeline(run=run, recipe=recipe, from_stage=from_stage, only=only, force=force, overrides=overrides,
+                         runner=runner, retries=retries, retry_delay_s=retry_delay, module_prefix=module_prefix,
+                         return_state=True)
+        if not state.is_completed():
+            err = state.result(raise_on_failure=False)
+            msg = str(err).splitlines()[0] if isinstance(err, BaseException) and str(err) else state.message
+            typer.secho(f"pipeline {run}: failed: {msg}", err=True, fg=typer.colors.RED)
+            typer.echo(f"resume with: kernelrl pipeline run --recipe {recipe} --run {run} (finished stages skip); "
+                       f"see: kernelrl pipeline status --run {run}", err=True)
+            raise typer.Exit(1)
+        result = state.result()
+        for stage, status in result["stages"].items():
+            typer.echo(f"{stage:8s} {status}")
+        report = result.get("report") or report_path(_bench_manifest(run))
+        typer.echo(f"report: {report}" if report else "report: none (bench did not run in this invocation)")
+
+    @group.command("status")
+    def status_cmd(
+        run: str = typer.Option(..., "--run", help="Run name."),
+        as_json: bool = typer.Option(False, "--json", help="Print the stage records as JSON."),
+    ) -> None:
+        """Show each stage of a run: status, attempts, cache key, error, outputs."""
+        records = _records(run)
+        if as_json:
+            typer.echo(json.dumps(records, indent=1, default=str))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"run {run}")
+        for col in ("stage", "status", "attempts", "cache key", "outputs / error"):
+            table.add_column(col)
+        for stage, rec in records.items():
+            if rec is None:
+                table.add_row(stage, "-", "", "", "")
+                continue
+            detail = rec.get("error") or ", ".join(f"{k}={v}" for k, v in
+                                                   ((rec.get("manifest") or {}).get("outputs") or {}).items())
+            table.add_row(stage, rec["status"], str(rec.get("attempts") or 0), (rec.get("cache_key") or "")[:12],
+                          str(detail)[:200])
+        Console().print(table)
+
+    app.add_typer(group, name="pipeline")
+
+
+def _step_exists(module_prefix: str, stage: str) -> bool:
+    """Is ``<module_prefix>.<stage>`` importable by the step runner (which runs in the repository root)?"""
+    from flows.runner import REPO_ROOT
+
+    if (REPO_ROOT / module_prefix.replace(".", "/") / f"{stage}.py").exists():
+        return True
+    try:
+        return importlib.util.find_spec(f"{module_prefix}.{stage}") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _records(run: str) -> dict:
+    from kernelrl.config.settings import load_settings
+    from kernelrl.config.settings import redact_url
+    from kernelrl.store import Store
+    from steps.common import STAGES
+
+    settings = load_settings()
+    store = Store(settings.resolved_store_url)
+    try:
+        store.upgrade()
+        records = {s: store.stage_record(run, s) for s in STAGES}
+    finally:
+        store.engine.dispose()
+    if not any(records.values()):
+        raise KernelRLError(f"run {run!r}: no stages recorded in {redact_url(settings.resolved_store_url)}")
+    return records
+
+
+def _bench_manifest(run: str) -> dict | None:
+    try:
+        rec = _records(run).get("bench")
+    except KernelRLError:
+        return None
+    return (rec or {}).get("manifest") if rec and rec.get("status") == "done" else None

@@ -1,0 +1,58 @@
+"""Integrity flags: every finding the evaluator can attach to a result, with what it means.
+
+A *fatal* flag scores the candidate 0 whatever it measured; the others are information (or cap the score).
+"""
+
+from __future__ import annotations
+
+FLAGS: dict[str, str] = {
+    # executability
+    "build-failed": "the candidate file did not import or ModelNew could not be constructed",
+    "extension-build-failed": "a load_inline/Triton build inside the candidate failed (even if it fell back to PyTorch)",
+    "crashed": "the candidate process died (segfault, os._exit, abort, killed by a signal)",
+    "timeout": "the candidate exceeded its time limit (timeout_factor x reference time, or the absolute cap)",
+    "out-of-memory": "the candidate ran out of host or GPU memory",
+    "runtime-error": "forward() raised an exception",
+    # correctness
+    "wrong-output": "outputs differ from the reference beyond tolerance on a correctness input set",
+    "shape-mismatch": "output shape, dtype or structure differs from the reference",
+    "output-subclass": "an output is not a plain torch.Tensor (lazy or deferred tensor subclass)",
+    "non-finite": "the output has NaN/inf where the reference has none",
+    "timing-mismatch": "outputs produced during timing rounds differ from the reference on the same inputs "
+    "(stale or cached results, state drift after the checked calls)",
+    # timing integrity
+    "reference-slowed": "the reference ran markedly slower beside the candidate than in its clean baseline "
+    "(background load, leftover queued work, interference)",
+    "unaccounted-time": "the candidate's own forward timer reports markedly less than the parent's wall clock saw "
+    "(work hidden on a side stream or deferred, or a patched timer); information: the score is taken from the "
+    "parent's clock, never from the candidate's report",
+    "faster-than-light": "the candidate's time is below the task's minimum bytes over the device's measured bandwidth",
+    "reverify-mismatch": "a re-measurement in fresh processes disagreed with the first beyond tolerance",
+    "unstable-timing": "bucket means spread beyond the threshold twice: the speed claim is discarded (capped at 1.0)",
+    "leftover-processes": "the candidate left processes running after it finished (they were killed)",
+    "reference-disturbed": "the reference failed or timed out after the candidate ran (device memory held, device "
+    "left broken): scored 0",
+    "evaluation-failed": "the evaluator itself failed on this candidate (a harness error; the error says where)",
+    # task audit
+    "task-input-independent": "the reference output does not depend on its inputs: speedups on this task are "
+    "meaningless (capped at 1.0)",
+    # static findings (information; the runtime checks decide)
+    "uses-side-stream": "the source creates CUDA streams",
+    "uses-cuda-graph": "the source captures CUDA graphs",
+    "changes-global-flags": "the source changes global torch backend flags (TF32, cuDNN, threads)",
+    "touches-timing": "the source references clocks, synchronize or CUDA events",
+    "inspects-objects": "the source walks live objects or frames (gc, inspect, sys._getframe)",
+    "spawns-processes": "the source starts processes or threads",
+}
+
+FATAL = {
+    "build-failed", "crashed", "timeout", "out-of-memory", "runtime-error", "wrong-output", "shape-mismatch",
+    "output-subclass", "non-finite", "timing-mismatch", "reference-slowed", "faster-than-light",
+    "reverify-mismatch", "reference-disturbed", "evaluation-failed",
+}
+
+CAPPED = {"unstable-timing", "task-input-independent"}
+
+
+def describe(flag: str) -> str:
+    return FLAGS.get(flag, "unknown flag")

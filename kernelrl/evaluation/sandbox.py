@@ -1,0 +1,401 @@
+"""Sandboxed worker processes: scrubbed environment, resource limits, no network, own process group.
+
+The parent (``kernelrl.evaluation.api``) starts one reference worker and one candidate worker per
+evaluation. Each runs ``python -m kernelrl.evaluation.worker`` in a private temp dir with:
+- an allow-listed environment (no KERNELRL_*, AWS_*, tokens, keys or database URLs);
+- its own session/process group (killed whole at the end), core dumps off, an address-space limit on CPU;
+- no network where the OS allows (a new network namespace through unshare(2) when running as root);
+- as root, the candidate drops to a fresh unprivileged uid of its own (no other process on the host has it), so
+  it cannot signal, trace or renice the reference or another evaluation's candidate, and every process it
+  ever starts (double-forked daemons included) can be found by that uid, frozen and killed;
+- no_new_privs (setuid binaries cannot raise it back), RLIMIT_NPROC/NOFILE against fork and fd bombs;
+- SIGSTOP/SIGCONT of all its processes, so an idle worker cannot run background load.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from kernelrl.evaluation.ipc import Channel
+
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+             "NVIDIA_VISIBLE_DEVICES", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NCCL_NVLS_ENABLE",
+             "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "TRITON_PTXAS_PATH")
+CLONE_NEWNET = 0x40000000
+UID_RANGE = (3_000_000, 2_000_000_000)  # fresh uids for candidates: no passwd entry, no files, no other process
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+NOFILE_LIMIT = 4096  # enough for torch, ninja and a compiler; stops fd exhaustion games
+NPROC_LIMIT = 512  # processes + threads of the candidate's own uid (a compiler build needs a few dozen)
+
+
+def become_subreaper() -> None:
+    """Orphans of our workers (double-forked daemons) re-parent to us, so we can find and kill them."""
+    try:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except Exception:  # pragma: no cover
+        pass
+
+
+def scrubbed_env(home: Path, cache_dir: Path, threads: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
+    root = str(Path(__file__).resolve().parents[2])
+    env.update({
+        "HOME": str(home), "TMPDIR": str(home), "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in [root, os.environ.get("PYTHONPATH", "")] if p),
+        "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+        "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
+        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        "PYTHONHASHSEED": "0", "MALLOC_ARENA_MAX": "2",
+        # Keep large tensors in the heap instead of fresh mmaps: page-fault storms made identical CPU runs
+        # differ 2-3x on these VMs.
+        "MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+        "MALLOC_TOP_PAD_": str(256 * 1024 * 1024),
+    })
+    return env
+
+
+def _preexec(mem_limit_mb: int | None, isolate_net: bool, uid: int | None, plan=None, stash: Path | None = None):
+    def fn() -> None:
+        if uid is not None and plan:
+            _apply_mount_plan(plan, stash)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if mem_limit_mb:
+            lim = mem_limit_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+        try:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            lim = NOFILE_LIMIT if hard == resource.RLIM_INFINITY else min(NOFILE_LIMIT, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (lim, lim))
+        except (ValueError, OSError):
+            pass
+        if isolate_net:
+            _libc.unshare(CLONE_NEWNET)  # best effort; the parent records whether it held
+        if uid is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (NPROC_LIMIT, NPROC_LIMIT))  # counts this uid only
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary can give privileges back
+    return fn
+
+
+def pids_of_uid(uid: int) -> list[int]:
+    """Every process (thread-group leader) on the host owned by ``uid``: a candidate's fresh uid finds all it
+    started, however it detached (setsid, double fork)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid and not _zombie(name):
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+def _zombie(pid: str) -> bool:
+    """Dead and waiting to be reaped (by us as subreaper, or by init): nothing left to freeze or kill."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def fresh_uid() -> int:
+    while True:
+        uid = random.SystemRandom().randrange(*UID_RANGE)
+        if not pids_of_uid(uid):
+            return uid
+
+
+def _world_reachable(path: str) -> bool:
+    """True if an unprivileged uid can traverse to and read/execute ``path``."""
+    p = Path(os.path.realpath(path))
+    try:
+        for parent in [*reversed(p.parents), p]:
+            if not os.stat(parent).st_mode & 0o001:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE, MS_MOVE = 4096, 16384, 1 << 18, 8192
+
+
+def _needed_paths() -> list[str]:
+    import sysconfig
+
+    return [os.path.realpath(x) for x in (sys.executable, sys.base_prefix, sysconfig.get_paths()["stdlib"],
+                                          sysconfig.get_paths()["purelib"], str(Path(__file__).resolve().parent))]
+
+
+def _mount_plan() -> list[tuple[str, list[str]]] | None:
+    """How to make the interpreter reachable for an unprivileged candidate when a private directory (typically
+    /root, holding a pyenv) blocks the way: in the candidate's own mount namespace, a tmpfs hides that directory
+    (and every secret in it) and only the needed subtrees are bound back. [] when nothing blocks; None when
+    a needed subtree itself is private (no plan: the candidate keeps the caller's uid)."""
+    plan: dict[str, set[str]] = {}
+    for path in _needed_paths():
+        p = Path(path)
+        chain = [*reversed(p.parents), p]
+        for i, d in enumerate(chain):
+            try:
+                mode = os.stat(d).st_mode
+            except OSError:
+                return None
+            if not mode & 0o001:
+                if i + 1 >= len(chain) or not all(os.stat(x).st_mode & 0o001 for x in chain[i + 1:]):
+                    return None
+                plan.setdefault(str(d), set()).add(str(chain[i + 1]))
+                break
+    return [(d, sorted(subs)) for d, subs in sorted(plan.items())]
+
+
+def _apply_mount_plan(plan: list[tuple[str, list[str]]], stash: Path) -> None:
+    """In the (forked, still root) child: a private mount namespace where each blocking directory is a fresh
+    world-traversable tmpfs holding bind mounts of only the subtrees the interpreter needs."""
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            raise OSError(ctypes.get_errno(), f"sandbox: {what} failed")
+
+    check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
+    n = 0
+    for d, subs in plan:
+        stashed = []
+        for sub in subs:
+            st = stash / f".m{n}"
+            n += 1
+            check(_libc.mount(sub.encode(), str(st).encode(), None, MS_BIND | MS_REC, None), f"bind {sub}")
+            stashed.append((sub, st))
+        check(_libc.mount(b"tmpfs", d.encode(), b"tmpfs", 0, b"mode=0755,size=1m"), f"tmpfs on {d}")
+        for sub, st in stashed:
+            os.makedirs(sub, 0o755, exist_ok=True)
+            check(_libc.mount(str(st).encode(), sub.encode(), None, MS_MOVE, None), f"move {sub}")
+
+
+_DROP_OK: bool | None = None
+
+
+def can_drop_privileges() -> bool:
+    """Root, and the interpreter, its stdlib and this package are reachable by an unprivileged uid, directly or
+    through a mount plan that a trial run proved (checked once per process)."""
+    global _DROP_OK
+    if os.geteuid() != 0:
+        return False
+    if _DROP_OK is None:
+        plan = _mount_plan()
+        _DROP_OK = plan == [] or (plan is not None and _trial_unprivileged(plan))
+    return _DROP_OK
+
+
+def _trial_unprivileged(plan) -> bool:
+    d = Path(tempfile.mkdtemp(prefix="kernelrl-trial-"))
+    try:
+        uid = fresh_uid()
+        for i in range(sum(len(s) for _, s in plan)):
+            (d / f".m{i}").mkdir()
+        code = "import os, sys; sys.exit(0 if all(os.access(p, os.R_OK | os.X_OK) for p in sys.argv[1:]) else 3)"
+        p = subprocess.run([sys.executable, "-c", code, *_needed_paths()], cwd=d,
+                           env=scrubbed_env(d, d, 1), capture_output=True, timeout=120,
+                           preexec_fn=_preexec(None, False, uid, plan, d))
+        return p.returncode == 0
+    except Exception:  # noqa: BLE001 - any failure means: keep the caller's uid
+        return False
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class WorkerProcess:
+    """One sandboxed worker and its channel."""
+
+    def __init__(self, role: str, *, device: str, cache_dir: Path, mem_limit_mb: int | None, threads: int = 1,
+                 isolate_net: bool = True, drop_privileges: bool = True, module_source: str | None = None):
+        """``cache_dir`` is this worker's own compile cache (keyed by its source hash by the caller), so a
+        candidate can write only where its own builds live; ``module_source`` is written to ``self.module_path``
+        inside the worker's private dir."""
+        self.role = role
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"kernelrl-{role}-"))
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        self.module_path = self.tmp / ("task_reference.py" if role == "ref" else "candidate.py")
+        if module_source is not None:
+            self.module_path.write_text(module_source)
+        uid = fresh_uid() if (drop_privileges and role == "cand" and can_drop_privileges()) else None
+        if uid is not None:
+            for sub in ("torch_extensions", "triton"):
+                (cache_dir / sub).mkdir(exist_ok=True)
+            for path in [self.tmp, *self.tmp.rglob("*"), cache_dir, *cache_dir.rglob("*")]:
+                try:
+                    os.chown(path, uid, uid)
+                except OSError:
+                    pass
+        self.uid = uid
+        plan = _mount_plan() if uid is not None else None
+        for i in range(sum(len(subs) for _, subs in plan or [])):
+            (self.tmp / f".m{i}").mkdir()
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        self.log_path = self.tmp / "worker.log"
+        log = open(self.log_path, "wb")
+        env = scrubbed_env(self.tmp, cache_dir, threads)
+        if device.startswith("cuda"):
+            mem_limit_mb = None  # CUDA reserves huge virtual ranges: RLIMIT_AS would break it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelrl.evaluation.worker", str(p2c_r), str(c2p_w)],
+            pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.tmp, env=env,
+            start_new_session=True, preexec_fn=_preexec(mem_limit_mb, isolate_net, uid, plan, self.tmp),
+        )
+        log.close()
+        os.close(p2c_r)
+        os.close(c2p_w)
+        self.chan = Channel(c2p_r, p2c_w)
+        self.fds = (c2p_r, p2c_w)
+        self.stopped = False
+        ACTIVE_WORKERS.add(self.proc.pid)
+        self.network_isolated = isolate_net and _netns_differs(self.proc.pid)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def request(self, header: dict, tensors=None, timeout: float | None = None):
+        self.chan.send(header, tensors)
+        return self.chan.recv(timeout)
+
+    def tree(self) -> list[psutil.Process]:
+        try:
+            p = psutil.Process(self.pid)
+            return [p, *p.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def all_pids(self) -> list[int]:
+        """The worker and everything it started: by its own uid when it has one (nothing escapes that), else
+        by its process tree."""
+        pids = {p.pid for p in self.tree()}
+        if self.uid is not None:
+            pids.update(pids_of_uid(self.uid))
+        return sorted(pids)
+
+    def _signal_all(self, sig: int) -> None:
+        for pid in self.all_pids():
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def freeze(self) -> None:
+        self._signal_all(signal.SIGSTOP)
+        self.stopped = True
+
+    def thaw(self) -> None:
+        self._signal_all(signal.SIGCONT)
+        self.stopped = False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exit_reason(self) -> str:
+        code = self.proc.poll()
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited with status {code}"
+
+    def log_tail(self, n: int = 1500) -> str:
+        try:
+            return self.log_path.read_bytes()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def close(self) -> list[int]:
+        """Kill the worker, its process group and (by uid) everything it started; returns the pids that were
+        still alive besides the worker itself."""
+        leftovers = [p for p in self.all_pids() if p != self.pid]
+        for _ in range(20):  # stop first so a fork loop cannot outrun the kill, then kill, until none is left
+            pids = self.all_pids()
+            if not pids or (pids == [self.pid] and self.proc.poll() is not None):
+                break
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for pid in pids:
+                    try:
+                        os.kill(pid, sig)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.poll()
+            for pid in pids:  # orphans re-parented to us (we are a subreaper) stay zombies until reaped
+                if pid != self.pid:
+                    try:
+                        os.waitpid(pid, os.WNOHANG)
+                    except (ChildProcessError, OSError):
+                        pass
+            time.sleep(0.01)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        ACTIVE_WORKERS.discard(self.proc.pid)
+        return leftovers
+
+
+def _netns_differs(pid: int) -> bool:
+    for _ in range(50):
+        try:
+            return os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        except OSError:
+            time.sleep(0.01)
+    return False
+
+
+ACTIVE_WORKERS: set[int] = set()  # workers of evaluations running in this process (several threads may evaluate)
+
+
+def child_pids() -> list[int]:
+    return [c.pid for c in psutil.Process().children(recursive=False)]
+
+
+def kill_orphans(known: set[int]) -> list[int]:
+    """Kill our direct children that we did not start: orphans of a candidate re-parented to us (we are a
+    child subreaper). Workers of other evaluations running in this process are left alone."""
+    killed = []
+    for child in psutil.Process().children(recursive=False):
+        if child.pid in known or child.pid in ACTIVE_WORKERS:
+            continue
+        try:
+            for p in [*child.children(recursive=True), child]:
+                p.kill()
+            killed.append(child.pid)
+        except psutil.Error:
+            pass
+    return killed

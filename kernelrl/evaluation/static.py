@@ -1,0 +1,19 @@
+"""Static findings from the candidate source alone (information; runtime checks decide the score)."""
+
+from __future__ import annotations
+
+import re
+
+_PATTERNS = {
+    "uses-side-stream": r"torch\.cuda\.Stream\(|cuda\.stream\(|cudaStreamCreate",
+    "uses-cuda-graph": r"CUDAGraph|cuda\.graph\(|make_graphed_callables|cudaGraph",
+    "changes-global-flags": r"allow_tf32|cudnn\.benchmark|cudnn\.deterministic|set_num_threads|"
+    r"set_float32_matmul_precision|allow_fp16_reduced|allow_bf16_reduced",
+    "touches-timing": r"\bperf_counter\b|time\.time\b|\bsynchronize\b|cuda\.Event|elapsed_time",
+    "inspects-objects": r"\bgc\.get_objects|\binspect\.|sys\._getframe|get_referrers|__globals__",
+    "spawns-processes": r"\bsubprocess\b|os\.fork|multiprocessing|threading\.Thread|os\.system|Popen",
+}
+
+
+def static_flags(source: str) -> list[str]:
+    return [name for name, pat in _PATTERNS.items() if re.search(pat, source)]

@@ -1,0 +1,1 @@
+"""Containerised steps: one thin entrypoint per stage (``python -m steps.<stage>``); see steps/common.py."""

@@ -1,0 +1,149 @@
+"""What every step shares: its command line, settings, the store, and the JSON manifest it writes.
+
+Every step runs alone, in a container or as a local process:
+
+    python -m steps.<stage> --recipe smoke --run NAME [--manifest-out PATH] [--set sft.epochs=1 ...] [--dry-run]
+
+It reads the store URL and checkpoint URI from the environment (KERNELRL_*), finds its upstream stages'
+outputs through the store's stage records, writes its outputs to the store and the checkpoint store, and
+ends by writing a small manifest (URIs and metrics, never models) to --manifest-out and as the last line of
+stdout. Exit status 0 means the manifest is complete; anything else is a failure the flow may retry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kernelrl.config.recipes import Recipe, load_recipe
+from kernelrl.config.settings import Settings, load_settings
+from kernelrl.errors import ConfigError, KernelRLError
+
+STAGES = ("augment", "sft", "selfsup", "crl", "bench")
+# Bump a stage's version when its code changes what it produces: part of the flow's cache key.
+STAGE_VERSIONS = {"augment": "1", "sft": "1", "selfsup": "1", "crl": "1", "bench": "1"}
+MANIFEST_MARKER = "KERNELRL_MANIFEST "
+
+
+@dataclass
+class StepContext:
+    stage: str
+    run: str
+    recipe: Recipe
+    settings: Settings
+    manifest_out: Path
+    dry_run: bool = False
+    started: float = field(default_factory=time.time)
+    _store: Any = None
+
+    @property
+    def store(self):
+        """The exemplar store, migrated on first use."""
+        if self._store is None:
+            from kernelrl.store import Store
+
+            self._store = Store(self.settings.resolved_store_url)
+            self._store.upgrade()
+        return self._store
+
+    @property
+    def work_dir(self) -> Path:
+        """Local scratch for this run and stage (trainer output dirs, resumable state)."""
+        d = self.settings.home / "runs" / self.run / self.stage
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def upstream(self, stage: str) -> dict[str, Any]:
+        """The manifest of an upstream stage of the same run; a clear error if it has not finished."""
+        rec = self.store.stage_record(self.run, stage)
+        if rec is None or rec["status"] != "done":
+            raise KernelRLError(f"run {self.run!r}: stage {stage!r} has not finished; run it first")
+        return rec["manifest"]
+
+
+def _parse_set(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        k, v = item.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+def inputs_digest(recipe: Recipe, stage: str, upstream: dict[str, Any] | None = None) -> str:
+    """Digest of what determines a stage's output: recipe values, stage version, upstream manifests."""
+    blob = json.dumps({"recipe": recipe.to_dict(), "stage": stage, "version": STAGE_VERSIONS.get(stage),
+                       "upstream": upstream or {}}, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def write_manifest(ctx: StepContext, *, status: str = "done", outputs: dict[str, Any] | None = None,
+                   metrics: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    manifest = {
+        "stage": ctx.stage,
+        "run": ctx.run,
+        "recipe": ctx.recipe.name,
+        "recipe_digest": ctx.recipe.digest(),
+        "status": status,
+        "dry_run": ctx.dry_run,
+        "outputs": outputs or {},
+        "metrics": metrics or {},
+        "wall_s": round(time.time() - ctx.started, 2),
+        **(extra or {}),
+    }
+    ctx.manifest_out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = ctx.manifest_out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, default=str))
+    os.replace(tmp, ctx.manifest_out)  # never a half-written manifest
+    print(MANIFEST_MARKER + json.dumps(manifest, default=str), flush=True)
+    return manifest
+
+
+def run_step(stage: str, body: Callable[[StepContext], dict[str, Any]], argv: list[str] | None = None,
+             description: str = "") -> int:
+    """Parse the common arguments, build the context, run ``body`` and write its manifest.
+
+    ``body`` returns ``{"outputs": ..., "metrics": ...}``. The stage record in the store goes running ->
+    done/failed around it, so flows and ``kernelrl pipeline`` see what happened.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m steps.{stage}", description=description)
+    parser.add_argument("--recipe", default="smoke", help="Recipe name (recipes/*.yaml) or YAML path.")
+    parser.add_argument("--run", required=True, help="Run name: groups the stages of one pipeline run.")
+    parser.add_argument("--manifest-out", default=None, help="Where to write the JSON manifest.")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="Override a recipe value, e.g. --set sft.epochs=1 (repeatable).")
+    parser.add_argument("--dry-run", action="store_true", help="Build everything, do no work, write a manifest.")
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+        logging.basicConfig(level=settings.log_level, format=f"%(asctime)s {stage} %(levelname)s %(message)s")
+        recipe = load_recipe(args.recipe, _parse_set(args.set))
+        out = Path(args.manifest_out) if args.manifest_out else settings.home / "runs" / args.run / f"{stage}.manifest.json"
+        ctx = StepContext(stage=stage, run=args.run, recipe=recipe, settings=settings, manifest_out=out,
+                          dry_run=args.dry_run)
+        ctx.store.set_stage(args.run, stage, status="running", recipe=recipe.name)
+        try:
+            result = body(ctx) or {}
+        except BaseException as e:
+            ctx.store.set_stage(args.run, stage, status="failed", error=f"{type(e).__name__}: {e}"[:2000])
+            raise
+        manifest = write_manifest(ctx, outputs=result.get("outputs"), metrics=result.get("metrics"),
+                                  extra={k: v for k, v in result.items() if k not in ("outputs", "metrics")})
+        ctx.store.set_stage(args.run, stage, status="done", manifest=manifest,
+                            checkpoint_uri=(result.get("outputs") or {}).get("checkpoint"))
+        return 0
+    except KernelRLError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,8 @@
+"""Fake selfsup step for flow tests: `python -m tests.fake_steps.selfsup --recipe R --run NAME --manifest-out F`."""
+
+import sys
+
+from tests.fake_steps._fake import main
+
+if __name__ == "__main__":
+    sys.exit(main("selfsup"))

@@ -1,0 +1,8 @@
+"""Fake sft step for flow tests: `python -m tests.fake_steps.sft --recipe R --run NAME --manifest-out F`."""
+
+import sys
+
+from tests.fake_steps._fake import main
+
+if __name__ == "__main__":
+    sys.exit(main("sft"))

@@ -1,0 +1,4 @@
+"""Not Python."""
+import torch
+class ModelNew(torch.nn.Module:
+    pass

@@ -1,0 +1,104 @@
+"""The CPU red team, run through the real evaluator: every trick is scored 0 with a flag, or earns no more
+than honest work. One task (level 1 softmax, honest speedup ~4x on one CPU thread) keeps it fast."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kernelrl.config.stages import EvalConfig
+from kernelrl.evaluation import FATAL, evaluate
+from kernelrl.tasks import get_task
+
+HERE = Path(__file__).parent / "cpu"
+HONEST_BOUND = 30.0  # honest torch.softmax vs the written-out reference is 4-12x on one CPU thread; a trick that
+# skips the work would be far above
+
+FAIL, HONEST = "fail", "honest"
+NOISE_FLAGS = {"unaccounted-time", "reference-slowed"}
+EXPECT: dict[str, tuple[str, set[str]]] = {
+    "honest": (HONEST, set()),
+    "cache_by_address": (FAIL, {"wrong-output", "timing-mismatch"}),
+    "cache_by_values": (HONEST, set()),
+    "stale_after_first_calls": (FAIL, {"timing-mismatch", "wrong-output"}),
+    "patch_clocks": (HONEST, set()),
+    "patch_worker_timer": (HONEST, set()),
+    "patch_library_ops": (FAIL, {"wrong-output", "runtime-error"}),
+    "slow_the_reference": (HONEST, {"reference-slowed"}),
+    "steal_reference_output": (FAIL, {"wrong-output"}),
+    "forged_stdout": (FAIL, {"crashed"}),
+    "shrunk_hyperparams": (FAIL, {"wrong-output"}),
+    "near_constant": (FAIL, {"wrong-output"}),
+    "global_flags": (HONEST, set()),
+    "background_thread": (HONEST, {"reference-slowed"}),
+    "uninitialised_output": (FAIL, {"wrong-output", "non-finite"}),
+    "lazy_subclass": (FAIL, {"output-subclass"}),
+    "patch_harness_inputs": (FAIL, {"timing-mismatch", "wrong-output"}),
+    "infinite_loop": (FAIL, {"timeout"}),
+    "segfault": (FAIL, {"crashed"}),
+    "host_oom": (FAIL, {"out-of-memory", "runtime-error", "crashed"}),
+    "exit_midway": (FAIL, {"crashed"}),
+    "leftover_children": (HONEST, {"leftover-processes"}),
+    "raises": (FAIL, {"runtime-error"}),
+    "syntax_error": (FAIL, {"build-failed"}),
+    "missing_modelnew": (FAIL, {"build-failed"}),
+    "wrong_shape": (FAIL, {"shape-mismatch"}),
+    "probes_network_and_secrets": (HONEST, set()),
+}
+
+# timeout_factor 50 (not the paper's 1000): the infinite loop is cut after max(4 s, 50 x reference) instead of
+# 1000 x a ~10 ms reference, which keeps the suite fast; the rule is the same.
+CFG = EvalConfig(device="cpu", budget_s=0.6, correctness_trials=4, reverify=False, max_wall_s=90,
+                 min_timeout_s=4.0, timeout_factor=50.0, spread_threshold=10.0, memory_limit_mb=4096)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_task("02_Softmax")
+
+
+def test_every_candidate_has_an_expectation():
+    assert {p.stem for p in HERE.glob("*.py")} == set(EXPECT)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT))
+def test_redteam_candidate(name, task, monkeypatch):
+    # Secrets in the evaluating process must never reach the candidate.
+    monkeypatch.setenv("KERNELRL_STORE_URL", "postgresql+psycopg2://u:planted-secret@127.0.0.1:5432/x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "planted-secret")
+    kind, allowed = EXPECT[name]
+    t0 = time.monotonic()
+    res = evaluate(task, (HERE / f"{name}.py").read_text(), CFG)
+    wall = time.monotonic() - t0
+    fatal = set(res.flags) & FATAL
+    info = f"{name}: success={res.success} speedup={res.speedup} flags={res.flags} error={(res.error or '')[:300]}"
+    if kind == FAIL:
+        assert not res.success and res.speedup == 0.0, info
+        assert fatal & allowed, info
+    else:
+        if fatal:
+            # On a loaded 2-core machine the two interference checks can also fire for honest code: a score of
+            # 0 is a false alarm, never a faked speedup, which is what this suite is about.
+            assert fatal <= allowed | NOISE_FLAGS and res.speedup == 0.0, info
+        else:
+            assert res.success and 0 < res.speedup <= HONEST_BOUND, info
+        for f in allowed - FATAL - NOISE_FLAGS:
+            assert f in res.flags, info
+    assert wall < 60, f"{name} took {wall:.0f}s"
+
+
+def test_no_process_survives_the_red_team():
+    time.sleep(0.5)
+    alive = [p for p in psutil.process_iter(["cmdline"]) if "307.5" in " ".join(p.info["cmdline"] or [])]
+    assert not alive, alive
+
+
+def test_candidate_sees_no_network_when_isolation_is_possible(task):
+    res = evaluate(task, (HERE / "honest.py").read_text(), CFG)
+    assert res.success
+    if os.geteuid() == 0:
+        assert res.sandbox.get("network_isolated") is True

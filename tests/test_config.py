@@ -1,0 +1,86 @@
+"""Settings, stage dataclasses and recipes: defaults, overrides, and errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelrl.config import load_recipe, list_recipes
+from kernelrl.config.recipes import field_help
+from kernelrl.config.settings import load_settings, redact_url
+from kernelrl.errors import ConfigError
+
+
+def test_named_recipes_load():
+    assert {"smoke", "h100x8"} <= set(list_recipes())
+    smoke = load_recipe("smoke")
+    assert smoke.eval.device == "cpu" and smoke.augment.teachers == ["seed-corpus"]
+    real = load_recipe("h100x8")
+    assert real.crl.max_completion_length >= 4096 and real.accelerate["num_processes"] >= 2
+    assert real.crl.sampler.n_exemplars == 2
+
+
+def test_overrides_and_digest():
+    a = load_recipe("smoke")
+    b = load_recipe("smoke", {"sft.epochs": 1, "crl.sampler.kind": "random"})
+    assert b.sft.epochs == 1.0 and b.crl.sampler.kind == "random"
+    assert a.digest() != b.digest() and a.digest() == load_recipe("smoke").digest()
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"sft.epochs": "three"}, "sft.epochs"),
+    ({"crl.group_size": 1}, "crl.group_size"),
+    ({"eval.device": "tpu"}, "eval.device"),
+    ({"sft.bogus": 1}, "sft.bogus"),
+    ({"eval.budget_s": -1}, "eval.budget_s"),
+    ({"crl.use_vllm": "yes"}, "crl.use_vllm"),
+])
+def test_bad_recipe_values_name_the_field(overrides, field):
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        load_recipe("smoke", overrides)
+
+
+def test_bad_yaml_and_missing_recipe(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sft: [unclosed\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_recipe(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        load_recipe("no-such-recipe")
+
+
+def test_settings_from_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELRL_HOME", str(tmp_path))
+    monkeypatch.setenv("KERNELRL_GPU_IDS", "0, GPU-abc")
+    monkeypatch.setenv("KERNELRL_STORE_URL", "postgresql://u:hunter2@127.0.0.1:5432/db")
+    monkeypatch.setenv("KERNELRL_S3_SECRET_ACCESS_KEY", "s3cret")
+    s = load_settings()
+    assert s.gpu_ids == ["0", "GPU-abc"]
+    assert s.resolved_store_url.startswith("postgresql+psycopg2://")
+    red = s.redacted()
+    assert "hunter2" not in str(red) and "s3cret" not in str(red)
+    assert "s3cret" not in repr(s)
+
+
+def test_bad_setting_names_the_variable(monkeypatch):
+    monkeypatch.setenv("KERNELRL_STORE_URL", "mysql://x")
+    with pytest.raises(ConfigError, match="KERNELRL_STORE_URL"):
+        load_settings()
+
+
+def test_default_store_is_sqlite_under_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELRL_HOME", str(tmp_path))
+    monkeypatch.delenv("KERNELRL_STORE_URL", raising=False)
+    s = load_settings()
+    assert s.resolved_store_url == f"sqlite:///{tmp_path.resolve() / 'store.db'}"
+
+
+def test_redact_url():
+    assert redact_url("postgresql+psycopg2://a:b@h:1/d") == "postgresql+psycopg2://a:***@h:1/d"
+    assert redact_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_every_knob_has_help():
+    rows = field_help()
+    assert len(rows) > 40
+    missing = [name for name, _, help_ in rows if not help_]
+    assert not missing, missing

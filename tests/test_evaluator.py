@@ -1,0 +1,457 @@
+"""The evaluator's parts: statistics, the wire format, output comparison, digests, the sandbox (scrubbed env,
+network, fresh uid, everything a candidate started is killed), the task audit, the result contract and the
+``kernelrl eval`` command. The red team lives in tests/redteam/, the seed corpus check in
+tests/test_evaluator_seeds.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelrl.config.stages import EvalConfig
+from kernelrl.evaluation import (
+    EVALUATOR_VERSION,
+    FATAL,
+    FLAGS,
+    EvalResult,
+    bucket_stats,
+    compare,
+    evaluate,
+    round_toward_one,
+    static_checks,
+)
+from kernelrl.evaluation import flags as F
+from kernelrl.evaluation.api import compare_digests
+from kernelrl.evaluation.ipc import Channel, ProtocolError, bytes_to_tensor, tensor_to_bytes
+from kernelrl.evaluation.sandbox import WorkerProcess, pids_of_uid, scrubbed_env
+from kernelrl.evaluation.worker import _digest_round, _metas
+
+FAST = EvalConfig(device="cpu", budget_s=0.4, correctness_trials=4, reverify=False, max_wall_s=90,
+                  min_timeout_s=4.0, spread_threshold=10.0, memory_limit_mb=4096)
+
+
+# -- statistics ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("x, want", [
+    (1.118, 1.11), (0.992, 1.00), (0.876, 0.88), (1.0, 1.0), (2.0, 2.0), (3.14159, 3.14), (0.5, 0.5),
+    (0.123, 0.13), (1.00999, 1.0), (0.0, 0.0), (-1.0, 0.0), (float("nan"), 0.0), (float("inf"), 0.0),
+])
+def test_round_toward_one(x, want):
+    assert round_toward_one(x) == want
+
+
+def test_round_toward_one_never_moves_away_from_one():
+    for i in range(1, 5000):
+        x = i / 997
+        r = round_toward_one(x)
+        assert abs(r - 1) <= abs(x - 1) + 1e-12 and abs(r - x) < 0.01 + 1e-12
+
+
+def test_bucket_stats_contiguous_buckets_median_and_spread():
+    ratios = [1.0] * 10 + [2.0] * 10 + [3.0] * 10 + [4.0] * 10 + [5.0] * 10 + [6.0] * 10 + [7.0] * 10
+    st = bucket_stats(ratios, 7)
+    assert st.rounds == 70 and st.bucket_means == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    assert st.score == 4.0 and st.spread == pytest.approx((7 - 1) / 4)
+    # buckets follow round order (contiguous), not sorted values
+    st2 = bucket_stats([1.0, 3.0] * 35, 7)
+    assert st2.bucket_means == [2.0] * 7 and st2.spread == 0.0
+
+
+def test_bucket_stats_uneven_and_short():
+    st = bucket_stats([2.0] * 15 + [10.0], 7)
+    assert len(st.bucket_means) == 7 and st.score == 2.0
+    assert sum(st.bucket_means) == pytest.approx(2.0 * 6 + (2.0 + 10.0) / 2) or st.bucket_means[-1] > 2.0
+    assert bucket_stats([1.5, 2.5], 7).bucket_means == [1.5, 2.5]
+    empty = bucket_stats([], 7)
+    assert empty.rounds == 0 and empty.score == 0.0
+
+
+def test_median_of_bucket_means_resists_outlier_rounds():
+    ratios = [2.0] * 70
+    ratios[5] = 500.0  # one absurd round (a hiccup of the reference) moves one bucket mean only
+    assert bucket_stats(ratios, 7).score == 2.0
+
+
+# -- wire format --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                                   torch.int32, torch.int8, torch.uint8, torch.bool, torch.complex64])
+def test_tensor_bytes_round_trip(dtype):
+    x = (torch.randn(3, 5, 2) * 10).to(dtype)
+    meta, raw = tensor_to_bytes(x.transpose(0, 2))  # non-contiguous input
+    y = bytes_to_tensor(meta, raw)
+    assert type(y) is torch.Tensor and y.dtype == dtype and torch.equal(y, x.transpose(0, 2).contiguous())
+
+
+def test_tensor_bytes_empty_and_scalar():
+    for x in (torch.empty(0, 4), torch.tensor(3.5)):
+        y = bytes_to_tensor(*tensor_to_bytes(x))
+        assert y.shape == x.shape and torch.equal(y, x)
+
+
+def test_unknown_dtype_is_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        bytes_to_tensor({"dtype": "object", "shape": [1]}, b"\0" * 8)
+
+
+def _pipe_pair():
+    a_r, b_w = os.pipe()
+    b_r, a_w = os.pipe()
+    return Channel(a_r, a_w), Channel(b_r, b_w), (a_r, b_w, b_r, a_w)
+
+
+def test_channel_round_trip_and_no_pickle():
+    a, b, fds = _pipe_pair()
+    try:
+        x, y = torch.randn(4, 4), torch.arange(6).reshape(2, 3)
+        a.send({"cmd": "run", "n": 2}, [x, y])
+        h, ts = b.recv(timeout=5)
+        assert h["cmd"] == "run" and torch.equal(ts[0], x) and torch.equal(ts[1], y)
+        # garbage (e.g. a pickle) is rejected as a protocol error, never executed
+        import pickle
+        import struct
+
+        blob = pickle.dumps(object())
+        os.write(fds[3], struct.pack("<I", len(blob)) + blob)
+        with pytest.raises(ProtocolError):
+            b.recv(timeout=5)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_channel_rejects_huge_header_and_times_out():
+    import struct
+
+    a, b, fds = _pipe_pair()
+    try:
+        os.write(fds[3], struct.pack("<I", 2**31))
+        with pytest.raises(ProtocolError):
+            b.recv(timeout=5)
+        from kernelrl.evaluation.ipc import Timeout
+
+        with pytest.raises(Timeout):
+            b.recv(timeout=0.2)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+# -- output comparison ----------------------------------------------------------------------------------------------
+def _cmp(r, c):
+    return compare([r], [c], [1], [1])
+
+
+def test_compare_accepts_float_reordering_noise():
+    r = torch.randn(256, 256)
+    assert _cmp(r, r * (1 + 1e-6)) is None
+    assert _cmp(r.double(), r.double() + 1e-12) is None
+
+
+def test_compare_rejects_wrong_values_shapes_dtypes():
+    r = torch.randn(64, 64)
+    assert _cmp(r, r + 0.01)[0] == "wrong-output"
+    assert _cmp(r, r.t().contiguous())[0] == "wrong-output"
+    assert _cmp(r, r[:32])[0] == "shape-mismatch"
+    assert _cmp(r, r.double())[0] == "shape-mismatch"
+    assert compare([r], [r, r], [1], [2])[0] == "shape-mismatch"
+    assert _cmp(torch.arange(5), torch.arange(5) + 1)[0] == "wrong-output"
+
+
+def test_near_constant_output_fails_on_relative_norm_not_just_atol():
+    # every element within atol of the reference, but the output carries no information
+    r = torch.softmax(torch.randn(64, 4096) * 0.5, dim=1)  # values ~2.4e-4, spread ~1.3e-4
+    c = torch.full_like(r, 1 / 4096)
+    assert torch.allclose(c, r, atol=1e-2, rtol=1e-2)  # a KernelBench-style check passes it
+    bad = _cmp(r, c)
+    assert bad and bad[0] == "wrong-output"
+
+
+def test_compare_nan_inf_handling():
+    r = torch.tensor([1.0, float("inf"), float("nan"), 2.0])
+    assert _cmp(r, r.clone()) is None
+    assert _cmp(r, torch.tensor([1.0, float("inf"), 0.0, 2.0]))[0] == "non-finite"
+    assert _cmp(torch.tensor([1.0, 2.0]), torch.tensor([1.0, float("nan")]))[0] == "non-finite"
+    assert _cmp(r, torch.tensor([1.0, -float("inf"), float("nan"), 2.0]))[0] == "wrong-output"
+
+
+def test_zero_reference_requires_zero_output():
+    r = torch.zeros(100)
+    assert _cmp(r, r.clone()) is None
+    assert _cmp(r, torch.full((100,), 1e-3))[0] == "wrong-output"
+
+
+# -- timing digests -------------------------------------------------------------------------------------------------
+def _reply(outs_per_call, dseed):
+    return {"structure": [len(o) for o in outs_per_call], "metas": [_metas(o) for o in outs_per_call],
+            "digests": _digest_round(outs_per_call, dseed)}
+
+
+def test_digest_accepts_honest_and_catches_small_and_partial_cheats():
+    torch.manual_seed(0)
+    outs = [[torch.randn(128, 512)] for _ in range(4)]
+    ref = _reply(outs, 77)
+    assert compare_digests(ref, _reply([[o[0] * (1 + 1e-6)] for o in outs], 77)) is None
+    # a stale answer for one call
+    stale = [list(o) for o in outs]
+    stale[2] = outs[1]
+    assert compare_digests(ref, _reply(stale, 77))
+    # right everywhere but a 1/7 strided sample... no: wrong on 10% of the elements only
+    part = []
+    for o in outs:
+        x = o[0].clone()
+        x.view(-1)[::10] = 0.0
+        part.append([x])
+    assert compare_digests(ref, _reply(part, 77))
+    # a scaled answer with the right sum-of-squares shape is caught by the norm
+    assert compare_digests(ref, _reply([[o[0] * 1.01] for o in outs], 77))
+    # a subclass, a wrong dtype
+    sub = [[o[0].as_subclass(type("Lazy", (torch.Tensor,), {}))] for o in outs]
+    assert "plain torch.Tensor" in compare_digests(ref, _reply(sub, 77))
+    assert compare_digests(ref, _reply([[o[0].double()] for o in outs], 77))
+
+
+def test_digest_weights_change_every_round():
+    x = [[torch.randn(1000)]]
+    a, b = _digest_round(x, 1), _digest_round(x, 2)
+    assert a[0][0] == b[0][0] and a[0][1] != b[0][1]  # same norm, different weighted sum
+
+
+def test_malformed_digest_reply_is_a_mismatch_not_a_crash():
+    ref = _reply([[torch.randn(10)]], 3)
+    for bad in ({}, {"structure": [1]}, {"structure": [1], "metas": "x", "digests": []},
+                {"structure": [1], "metas": [[["float32", [10], True]]], "digests": [["a", "b"]]},
+                {"structure": [1], "metas": [[5]], "digests": [[1.0, 2.0]]}):
+        assert isinstance(compare_digests(ref, bad), str)
+
+
+# -- flags and the result contract ----------------------------------------------------------------------------------
+def test_flags_are_described_kebab_case_and_fatal_ones_known():
+    assert FATAL <= set(FLAGS) and F.CAPPED <= set(FLAGS)
+    for name, text in FLAGS.items():
+        assert name == name.lower() and " " not in name and "_" not in name and text
+
+
+def test_eval_result_round_trip_and_success():
+    r = EvalResult(executable=True, correct=True, speedup=1.5, flags=["uses-side-stream"],
+                   timing={"rounds": 3}, device_type="cpu", custom_kernel_built=None)
+    d = r.to_dict()
+    assert d["success"] is True and d["evaluator_version"] == EVALUATOR_VERSION
+    json.dumps(d)
+    back = EvalResult.from_dict(d)
+    assert back == r and back.success
+    r.flags.append("timing-mismatch")
+    assert not r.success
+
+
+def test_static_checks():
+    src = ("import threading, torch\ntorch.backends.cuda.matmul.allow_tf32 = True\ns = torch.cuda.Stream()\n"
+           "threading.Thread(target=print).start()\n")
+    flags = static_checks(src)
+    assert {"uses-side-stream", "changes-global-flags", "spawns-processes"} <= set(flags)
+    assert static_checks("import torch\n") == []
+
+
+# -- sandbox --------------------------------------------------------------------------------------------------------
+def test_scrubbed_env_drops_secrets(monkeypatch, tmp_path):
+    for k, v in {"KERNELRL_STORE_URL": "postgresql://u:pw@h/db", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+                 "AWS_ACCESS_KEY_ID": "AKIA", "GITHUB_TOKEN": "ghp_x", "OPENAI_API_KEY": "sk-x",
+                 "DATABASE_URL": "postgres://x", "HF_TOKEN": "hf_x", "KERNELRL_S3_SECRET_KEY": "x"}.items():
+        monkeypatch.setenv(k, v)
+    env = scrubbed_env(tmp_path, tmp_path / "cache", threads=1)
+    leaked = [k for k in env if k.startswith(("KERNELRL_", "AWS_")) or "TOKEN" in k or "KEY" in k
+              or k == "DATABASE_URL"]
+    assert not leaked
+    assert env["HOME"] == str(tmp_path) and env["OMP_NUM_THREADS"] == "1"
+    assert "s3cr3t" not in json.dumps(env) and "pw@" not in json.dumps(env)
+
+
+_PROBE = '''
+import os, socket, subprocess, json
+found = sorted(k for k in os.environ if k.startswith(("KERNELRL_", "AWS_")) or "TOKEN" in k or "SECRET" in k)
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=1).close()
+    net = True
+except OSError:
+    net = False
+subprocess.Popen(["sleep", "311.25"], start_new_session=True)  # a daemon in a session of its own
+if os.fork() == 0:  # and a double-forked one
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "311.25"])
+    os._exit(0)
+raise RuntimeError("PROBE " + json.dumps({{"env": found, "net": net, "uid": os.getuid()}}))
+'''
+
+
+def test_candidate_worker_sandbox(monkeypatch):
+    """A candidate worker sees no secrets and (as root) no network, runs under a fresh uid, and every process it
+    starts, however detached, is found and killed."""
+    monkeypatch.setenv("KERNELRL_STORE_URL", "postgresql://u:planted@127.0.0.1/x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "planted")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    cache = Path(tempfile.mkdtemp(prefix="kernelrl-test-cache-"))
+    w = WorkerProcess("cand", device="cpu", cache_dir=cache, mem_limit_mb=4096,
+                      module_source=_PROBE.format(port=port))
+    try:
+        h, _ = w.request({"cmd": "load", "role": "cand", "path": str(w.module_path), "device": "cpu", "seed": 1,
+                          "train_mode": True, "init_inputs": [], "template": []}, timeout=120)
+        assert not h["ok"] and "PROBE" in h["error"], h
+        probe = json.loads(h["error"].split("PROBE ", 1)[1].splitlines()[0].rstrip("'\""))
+        assert probe["env"] == []
+        if os.geteuid() == 0:
+            assert w.network_isolated and probe["net"] is False
+            assert w.uid is not None and probe["uid"] == w.uid and w.uid not in (0, 65534)
+            time.sleep(0.3)
+            assert len(pids_of_uid(w.uid)) >= 3  # the worker and both daemons, found by uid
+    finally:
+        leftovers = w.close()
+        srv.close()
+    if os.geteuid() == 0:
+        assert len(leftovers) >= 2
+        assert pids_of_uid(w.uid) == []
+    time.sleep(0.2)
+    import psutil
+
+    alive = [p for p in psutil.process_iter(["cmdline"]) if "311.25" in " ".join(p.info["cmdline"] or [])]
+    assert not alive, alive
+
+
+# -- whole evaluations ----------------------------------------------------------------------------------------------
+_ZERO_TASK = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return torch.clamp(y, min=0.0) * 0.0  # always zeros whatever the input (like KernelBench L2 #80/#83)
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+def get_init_inputs():
+    return [256]
+'''
+
+_ZERO_CAND = '''
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        return x.new_zeros(x.shape[0], self.n)
+'''
+
+
+def test_task_audit_flags_input_independent_reference_and_caps_the_score():
+    res = evaluate(_ZERO_TASK, _ZERO_CAND, FAST)  # a task given as source text
+    assert res.correct and "task-input-independent" in res.flags, res.to_dict()
+    assert 0 < res.speedup <= 1.0
+
+
+_STATEFUL_CAND = '''
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        return torch.clamp(self.lin(x), min=0.0) * 0.0
+'''
+
+
+def test_weights_are_copied_from_reference_and_result_contract():
+    res = evaluate(_ZERO_TASK, _STATEFUL_CAND, FAST)
+    d = res.to_dict()
+    for key in ("executable", "correct", "speedup", "flags", "error", "timing", "evaluator_version", "device_type",
+                "custom_kernel_built", "compile_error", "wall_s"):
+        assert key in d
+    assert d["executable"] and d["correct"] and d["device_type"] == "cpu"
+    for key in ("rounds", "bucket_means", "spread", "ref_median_ms", "cand_median_ms"):
+        assert key in d["timing"]
+    assert d["timing"]["audits"] >= 1
+
+
+def _cli(argv, capsys):
+    from kernelrl.cli import main
+
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_cli_eval_json_and_user_errors(tmp_path, capsys):
+    task = tmp_path / "task.py"
+    task.write_text(_ZERO_TASK)
+    cand = tmp_path / "cand.py"
+    cand.write_text("this is not python\n")
+    rc, out, err = _cli(["eval", str(task), str(cand), "--device", "cpu", "--budget-s", "0.2",
+                         "--correctness-trials", "2", "--json"], capsys)
+    assert rc == 0, (out, err)
+    d = json.loads(out)  # exactly one JSON object on stdout
+    assert d["executable"] is False and d["speedup"] == 0 and "build-failed" in d["flags"]
+    assert d["evaluator_version"] == EVALUATOR_VERSION
+    rc, out, err = _cli(["eval", str(task), str(tmp_path / "missing.py"), "--json"], capsys)
+    assert rc == 2 and "missing.py" in err and len(err.strip().splitlines()) == 1
+    rc, out, err = _cli(["eval", "no_such_task_anywhere", str(cand), "--json"], capsys)
+    assert rc == 2 and "no_such_task_anywhere" in err
+
+
+_FALLBACK_CAND = '''
+import torch
+import torch.nn as nn
+
+try:  # a custom kernel that does not build, hidden behind a fallback (as 6/6 released CUDA-L1 kernels did)
+    from torch.utils.cpp_extension import load_inline
+    # (fails before any compiler runs, to keep the test fast: the build directory cannot exist)
+    ext = load_inline(name="broken_ext_kernelrl_test", cpp_sources="int f() { return 0; }", functions=["f"],
+                      build_directory="/proc/no-such-dir-kernelrl")
+except Exception:
+    ext = None
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        return torch.clamp(self.lin(x), min=0.0) * 0.0
+'''
+
+
+def test_failed_extension_build_behind_a_fallback_is_recorded():
+    res = evaluate(_ZERO_TASK, _FALLBACK_CAND, FAST)
+    assert res.correct and "extension-build-failed" in res.flags, res.to_dict()
+    assert res.custom_kernel_built is False and res.compile_error
+
+
+def test_store_fatal_flags_mirror_the_evaluator():
+    """kernelrl.store.sampling keeps a torch-free copy of the fatal flags: it must not drift."""
+    from kernelrl.evaluation.flags import FATAL
+    from kernelrl.store.sampling import FATAL_FLAGS
+
+    assert FATAL_FLAGS == FATAL
