@@ -36,10 +36,16 @@ COPY containers/requirements-base.txt containers/requirements-evaluator.txt /tmp
 RUN pip install --no-cache-dir ${TORCH_INDEX_URL:+--extra-index-url "${TORCH_INDEX_URL}"} \
         -r /tmp/req/requirements-evaluator.txt psutil==7.2.2 \
     && rm -rf /tmp/req
+# steps/ and recipes/ too: the flows' DockerRunner runs the bench step in this image (python -m steps.bench, working
+# dir /opt/kernelrl, entrypoint overridden), and flows/ because the package metadata lists it.
 COPY pyproject.toml README.md /opt/kernelrl/
 COPY kernelrl /opt/kernelrl/kernelrl
-RUN pip install --no-cache-dir --no-deps /opt/kernelrl \
-    && python -c "import kernelrl.evaluation.jobworker, kernelrl.evaluation.docker_sandbox"
+COPY steps /opt/kernelrl/steps
+COPY flows /opt/kernelrl/flows
+COPY recipes /opt/kernelrl/recipes
+RUN pip install --no-cache-dir --no-deps -e /opt/kernelrl \
+    && chmod -R a+rX /opt/kernelrl \
+    && python -c "import kernelrl.evaluation.jobworker, kernelrl.evaluation.docker_sandbox, steps.common"
 WORKDIR /tmp
 USER 10001:10001
 ENTRYPOINT ["kernelrl", "worker"]

@@ -496,6 +496,9 @@ class DockerRunner:
         gpu_ids = self.gpu_ids_for(stage, recipe_obj, settings, logger)
         spec: dict[str, Any] = {
             "image": self.image_for(stage, recipe_obj),
+            # the whole command as the entrypoint's argument list, with the image's own entrypoint cleared: the
+            # evaluator image's is `kernelrl worker`, which would otherwise swallow `python -m steps.bench ...`
+            "entrypoint": [],
             "command": ["python", "-m", f"{self.module_prefix}.{stage}",
                         *step_args(stage, run_name, recipe_arg, overrides, f"{CONTAINER_OUT}/{manifest_out.name}")],
             "name": _container_name(run_name, stage),

@@ -57,6 +57,7 @@ def test_spec_host_network_gpu_uuids_labels(env):
                               "kernelrl.managed-by": "kernelrl-flows", "org.prefect.flow-run-id": "fr-1"}
     assert spec["command"] == ["python", "-m", "steps.sft", "--recipe", "h100x8", "--run", "r1",
                                "--manifest-out", "/kernelrl/out/sft.json", "--set", "crl.steps=5"]
+    assert spec["entrypoint"] == []  # the image's own entrypoint (the evaluator's `kernelrl worker`) cleared
     assert spec["detach"] is True and spec["init"] is True
     assert spec["name"].startswith("kernelrl-r1-sft-")
     assert spec["shm_size"] and spec["working_dir"] == "/opt/kernelrl"

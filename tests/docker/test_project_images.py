@@ -6,8 +6,8 @@ whole smoke pipeline run stage by stage in containers of the trainer image throu
 - the smoke pipeline (reduced sizes) with ``runner="docker"``: augment, sft, selfsup, crl and bench each in
   its own ``kernelrl/trainer`` container (host network, the Postgres store, the mounted checkpoint dir); a second
   run with the same inputs skips every stage without starting a container;
-- the bench stage in the evaluator image, which is where ``DockerRunner`` sends it by default (xfail until that
-  image can run steps: see the reason).
+- the bench stage in the evaluator image, which is where ``DockerRunner`` sends it by default (the runner clears
+  the image's ``kernelrl worker`` entrypoint; the image carries steps/ and recipes/).
 """
 
 from __future__ import annotations
@@ -77,12 +77,6 @@ def test_smoke_pipeline_all_stages_in_trainer_containers(docker_engine, trainer_
     print(f"\ndocker: smoke pipeline (reduced), 5 stages in containers: {wall:.0f} s; re-run skipped all")
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "DockerRunner sends bench to the evaluator image by default (STAGE_IMAGE_ROLE) and sets only the container "
-    "command, but containers/evaluator.Dockerfile has ENTRYPOINT ['kernelrl', 'worker'], WORKDIR /tmp and no "
-    "steps/ or recipes/: the container runs `kernelrl worker python -m steps.bench ...` (exit 2, 'No such option: "
-    "-m'). Fix: DockerRunner sets entrypoint=['python', '-m', 'steps.<stage>'] (or the evaluator image copies "
-    "steps/ and recipes/ and bench maps to an image that has them)."))
 def test_bench_step_in_the_evaluator_image(docker_engine, evaluator_image, trainer_image, step_env):
     from flows.runner import DockerRunner
 
