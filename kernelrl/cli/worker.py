@@ -12,6 +12,7 @@ gives it back to the queue, and exits 0.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -131,13 +132,16 @@ def workers_up(
     st.upgrade()  # once, here: N workers migrating a fresh store at the same moment would race
     st.engine.dispose()
     procs: list[tuple[str, subprocess.Popen]] = []
+    # The store URL (it may hold a password) goes through the environment, never argv: any user on the host,
+    # a candidate kernel included, can read /proc/<pid>/cmdline.
+    env = dict(os.environ, KERNELRL_STORE_URL=store) if store else None
     for d in devices:
         cmd = [sys.executable, "-m", "kernelrl.cli", "worker", "--device", d, "--lease-s", str(lease_s),
                "--reverify-wait-s", str(reverify_wait_s), "--grace-s", str(grace_s), "--sandbox", sandbox]
-        cmd += (["--store", store] if store else []) + (["--image", image] if image else [])
+        cmd += ["--image", image] if image else []
         cmd += ["--idle-exit-s", str(idle_exit_s)] if idle_exit_s is not None else []
         cmd += ["--evaluate-fn", evaluate_fn] if evaluate_fn else []
-        procs.append((d, subprocess.Popen(cmd)))
+        procs.append((d, subprocess.Popen(cmd, env=env)))
         typer.echo(f"started worker pid {procs[-1][1].pid} on {d}", err=True)
 
     def forward(signum, frame):
