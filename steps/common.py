@@ -78,7 +78,12 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value")
         k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        if not k.strip():
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        try:
+            out[k.strip()] = yaml.safe_load(v)
+        except yaml.YAMLError as e:  # e.g. --set 'levels=[1': one line, not yaml's multi-line trace
+            raise ConfigError(f"--set {item!r}: value is not valid YAML ({str(e).splitlines()[0]})") from None
     return out
 
 

@@ -7,7 +7,9 @@ The server: ``POST /v1/chat/completions`` (model, messages, n, max_tokens, tempe
 ``HFBackend``. ``GET /v1/models`` lists it. Faults are queued (``server.faults.append(...)``) and each request
 takes the next one: ``429``, ``500``, ``400``, ``hang`` (sleep ``hang_s``, then a 503), ``garbage``
 (truncated JSON), ``html`` (an HTML error page with 200), ``no_choices``, ``ignore_n`` (one choice whatever n),
-``canned:<text>`` (answer with this text instead of the model).
+``canned:<text>`` (answer with this text instead of the model), ``truncated`` (a cut stream: a 200 whose
+headers promise the whole body's Content-Length, half of it sent, then the connection closed). With the queue
+empty, ``server.default_fault`` (None: no fault) is used, e.g. ``"500"`` for an endpoint that is down for good.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class ChatServer(ThreadingHTTPServer):
         self.backend = backend
         self.model_name = model_name
         self.faults: deque[str] = deque()
+        self.default_fault: str | None = None  # what a request gets once the queue is empty
         self.requests: list[dict] = []
         self.headers_seen: list[dict] = []
         self.hang_s = 3.0
@@ -61,7 +64,7 @@ class ChatServer(ThreadingHTTPServer):
 
     def next_fault(self) -> str | None:
         with self.lock:
-            return self.faults.popleft() if self.faults else None
+            return self.faults.popleft() if self.faults else self.default_fault
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -133,6 +136,21 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault == "html":
             self._send(200, b"<html><body>502 Bad Gateway</body></html>", ctype="text/html")
+            return
+        if fault == "truncated":  # a 200 cut mid-body: the client sees fewer bytes than Content-Length promised
+            body = json.dumps({"id": "x", "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "```python\n" + "x = 1\n" * 40 + "```"},
+                 "finish_reason": "stop"}]}).encode()
+            self.close_connection = True
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
             return
         if fault == "no_choices":
             self._send(200, b'{"id": "x", "object": "chat.completion", "choices": []}')

@@ -23,12 +23,13 @@ def eval_cmd(
     from kernelrl.config.recipes import _validate
     from kernelrl.config.stages import EvalConfig
     from kernelrl.errors import ConfigError
-    from kernelrl.evaluation import evaluate
     from kernelrl.tasks import get_task
 
     t = get_task(task)
     if not candidate.is_file():
         raise ConfigError(f"{candidate}: no such candidate file")
+    from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
+
     cfg = EvalConfig(device=device, train_mode=not eval_mode)
     if budget_s is not None:
         cfg = dataclasses.replace(cfg, budget_s=budget_s)

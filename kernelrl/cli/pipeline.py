@@ -18,6 +18,7 @@ import json
 from typing import Optional
 
 import typer
+import yaml
 
 from kernelrl.errors import ConfigError, KernelRLError
 
@@ -28,6 +29,12 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value")
         k, v = item.split("=", 1)
+        if not k.strip():
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        try:  # the step parses the value as YAML; a bad one is bad input here, not a trace in the flow
+            yaml.safe_load(v)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: value is not valid YAML ({str(e).splitlines()[0]})") from None
         out[k.strip()] = v
     return out
 

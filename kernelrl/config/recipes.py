@@ -136,6 +136,7 @@ _POSITIVE = {
     "batch_size", "grad_accum", "max_length", "iterations", "samples_per_task", "steps", "group_size",
     "prompts_per_step", "max_completion_length", "max_new_tokens", "bucket_width", "temperature",
     "timeout_factor", "max_wall_s", "memory_limit_mb", "max_prompt_tokens", "save_steps", "n_islands",
+    "request_timeout_s",
 }
 
 
@@ -146,6 +147,10 @@ def _validate(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.{f.name}: must be > 0, got {v!r}")
     if isinstance(obj, CRLConfig) and obj.group_size < 2:
         raise ConfigError(f"{where}.group_size: GRPO needs >= 2 samples per group, got {obj.group_size}")
+    if isinstance(obj, AugmentConfig):
+        for name in ("max_retries", "retry_backoff_s"):
+            if getattr(obj, name) < 0:
+                raise ConfigError(f"{where}.{name}: must be >= 0, got {getattr(obj, name)!r}")
     if isinstance(obj, EvalConfig):
         d = obj.device
         if not (d in ("auto", "cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())):
@@ -174,8 +179,11 @@ def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = Non
     for key, value in (overrides or {}).items():
         node = data
         parts = key.split(".")
-        for part in parts[:-1]:
+        for i, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):  # e.g. --set sft=3 --set sft.epochs=1: one line, not a TypeError
+                raise ConfigError(f"recipe {data['name']}: {key}: {'.'.join(parts[:i + 1])} is {node!r}, "
+                                  f"not a mapping")
         node[parts[-1]] = value
     return _build(Recipe, data, f"recipe {data['name']}")
 

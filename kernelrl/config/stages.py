@@ -97,6 +97,15 @@ class AugmentConfig:
     target_successes: int = knob(2, help="Stop asking a teacher about a task after this many successes (paper: 2).")
     temperature: float = knob(0.8, help="Teacher sampling temperature.")
     max_new_tokens: int = knob(4096, help="Teacher completion budget; kernels are long.")
+    request_timeout_s: float = knob(
+        600.0, help="HTTP teachers: seconds one request may take before it counts as failed and is retried "
+        "(a 4k-token kernel takes minutes on a busy API; tests set it small).")
+    max_retries: int = knob(
+        5, help="HTTP teachers: retries of one request on timeouts, 429, 5xx, cut or malformed bodies; after "
+        "them the trial is stored as a failed attempt (with the reason) and the stage goes on.")
+    retry_backoff_s: float = knob(
+        1.0, help="HTTP teachers: delay before the first retry, doubling each time (jittered, capped at 60 s; "
+        "a Retry-After header is honoured).")
 
 
 @dataclass

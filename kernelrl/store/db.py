@@ -60,7 +60,10 @@ def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:  # an unwritable KERNELRL_HOME or store path is bad input: one line, exit 2
+                raise StoreError(f"store {url}: cannot create {Path(path).parent} ({e.strerror or e})") from None
         engine = create_engine(url, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine

@@ -69,7 +69,8 @@ def run_augment(store, recipe, run: str, settings=None, progress=None) -> dict[s
             if teacher != "seed-corpus":
                 from kernelrl.llm.backends import make_backend
 
-                backend = make_backend(teacher)
+                backend = make_backend(teacher, timeout_s=a.request_timeout_s, max_retries=a.max_retries,
+                                       backoff_s=a.retry_backoff_s)  # ignored by non-HTTP backends
             for ti, task in enumerate(tasks):
                 msgs = build_augment_messages(task)
                 answers = seed_answers(task, svc.device) if backend is None else None

@@ -51,6 +51,10 @@ def recipe_tasks(recipe, settings=None) -> list[Task]:
             raise ConfigError("recipe suite 'kernelbench' needs KERNELRL_KERNELBENCH_DIR (a KernelBench checkout)")
         suite = str(kb)
     tasks = load_suite(suite, recipe.levels)
+    if not tasks:  # e.g. levels: [9] of the builtin suite: a stage over no tasks is bad input, not a done stage
+        from kernelrl.errors import ConfigError
+
+        raise ConfigError(f"recipe {recipe.name}: suite {recipe.suite!r} has no tasks at levels {recipe.levels}")
     limit = recipe.task_limit
     if not limit:
         return tasks
