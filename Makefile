@@ -34,7 +34,7 @@ test: setup
 	$(PY) -m pytest -q -m "not slow and not docker and not vllm" $(PYTEST_ARGS)
 
 test-slow: setup
-	$(PY) -m pytest -q -m "slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "slow and not docker and not vllm" $(PYTEST_ARGS)
 
 test-all: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
