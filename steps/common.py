@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import logging
 import os
 import sys
 import time
@@ -29,6 +28,7 @@ import yaml
 from kernelrl.config.recipes import Recipe, load_recipe
 from kernelrl.config.settings import Settings, load_settings
 from kernelrl.errors import ConfigError, KernelRLError
+from kernelrl.logs import configure_logging
 
 STAGES = ("augment", "sft", "selfsup", "crl", "bench")
 # Bump a stage's version when its code changes what it produces: part of the flow's cache key.
@@ -133,7 +133,7 @@ def run_step(stage: str, body: Callable[[StepContext], dict[str, Any]], argv: li
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
-        logging.basicConfig(level=settings.log_level, format=f"%(asctime)s {stage} %(levelname)s %(message)s")
+        configure_logging(settings.log_level, f"%(asctime)s {stage} %(levelname)s %(message)s", settings)
         recipe = load_recipe(args.recipe, _parse_set(args.set))
         out = Path(args.manifest_out) if args.manifest_out else settings.home / "runs" / args.run / f"{stage}.manifest.json"
         ctx = StepContext(stage=stage, run=args.run, recipe=recipe, settings=settings, manifest_out=out,

@@ -118,7 +118,10 @@ def _print_summary(report, paths, as_json: bool) -> None:
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", stream=sys.stderr)
+    from kernelrl.config.settings import load_settings
+    from kernelrl.logs import configure_logging
+
+    configure_logging(logging.WARNING, "%(asctime)s %(message)s", load_settings(), stream=sys.stderr)
     logging.getLogger("kernelrl").setLevel(logging.INFO if verbose else logging.WARNING)
 
 

@@ -72,7 +72,10 @@ def worker(
     from kernelrl.evaluation.jobworker import Worker, load_evaluate_fn
     from kernelrl.store import Store
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from kernelrl.config.settings import load_settings
+    from kernelrl.logs import configure_logging
+
+    configure_logging(logging.INFO, "%(asctime)s %(name)s %(message)s", load_settings())
     st = Store(store)
     st.upgrade()
     w = Worker(st, device=device, worker_id=worker_id, lease_s=lease_s, max_jobs=max_jobs, idle_exit_s=idle_exit_s,
