@@ -106,6 +106,10 @@ class AugmentConfig:
     retry_backoff_s: float = knob(
         1.0, help="HTTP teachers: delay before the first retry, doubling each time (jittered, capped at 60 s; "
         "a Retry-After header is honoured).")
+    teacher_failure_limit: int = knob(
+        10, help="A teacher whose endpoint failed this many trials in a row (after its retries) is taken as down "
+        "for the rest of the stage: its remaining tasks are skipped and named in the metrics (teachers_down), "
+        "instead of costing max_trials x max_retries timeouts per task. Bad code is not a failure here. 0: never.")
 
 
 @dataclass

@@ -63,8 +63,10 @@ def run_augment(store, recipe, run: str, settings=None, progress=None) -> dict[s
     tasks = recipe_tasks(recipe, settings)
     per_task: dict[str, dict[str, Any]] = {}
     all_results: list[dict] = []
+    teachers_down: dict[str, str] = {}
     with eval_service(store, recipe.eval) as svc:
         for teacher in a.teachers:
+            failures_in_a_row = 0
             backend = None
             if teacher != "seed-corpus":
                 from kernelrl.llm.backends import make_backend
@@ -72,6 +74,8 @@ def run_augment(store, recipe, run: str, settings=None, progress=None) -> dict[s
                 backend = make_backend(teacher, timeout_s=a.request_timeout_s, max_retries=a.max_retries,
                                        backoff_s=a.retry_backoff_s)  # ignored by non-HTTP backends
             for ti, task in enumerate(tasks):
+                if teacher in teachers_down:
+                    break
                 msgs = build_augment_messages(task)
                 answers = seed_answers(task, svc.device) if backend is None else None
                 successes = attempts = 0
@@ -88,6 +92,12 @@ def run_augment(store, recipe, run: str, settings=None, progress=None) -> dict[s
                     attempts += 1
                     successes += int(is_success(res))
                     all_results.append(res)
+                    failures_in_a_row = failures_in_a_row + 1 if getattr(gen, "error", None) else 0
+                    if a.teacher_failure_limit and failures_in_a_row >= a.teacher_failure_limit:
+                        teachers_down[teacher] = (f"{failures_in_a_row} trials in a row failed at the endpoint "
+                                                  f"(last: {gen.error}); skipped from task {task.key} on")
+                        log.warning("augment: teacher %s taken as down: %s", teacher, teachers_down[teacher])
+                        break
                 d = per_task.setdefault(task.key, {"attempts": 0, "successes": 0})
                 d["attempts"] += attempts
                 d["successes"] += successes
@@ -97,5 +107,5 @@ def run_augment(store, recipe, run: str, settings=None, progress=None) -> dict[s
     m = summarize(all_results)
     m.update(attempts=len(all_results), successes=sum(d["successes"] for d in per_task.values()),
              tasks=len(tasks), tasks_with_success=sum(1 for d in per_task.values() if d["successes"]),
-             teachers=list(a.teachers), per_task=per_task)
+             teachers=list(a.teachers), per_task=per_task, teachers_down=teachers_down)
     return m

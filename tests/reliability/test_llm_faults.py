@@ -202,3 +202,21 @@ def test_augment_step_with_an_endpoint_down_for_good(chat_server, store_url, tmp
         assert a["parse_error"].startswith(f"failed after {tries} attempts: HTTP 500"), a["parse_error"]
     assert sorted(a["trial"] for a in rows) == sorted(list(range(trials)) * tasks)
     assert stats["attempts"] == tasks * trials and stats["candidates"] == 0 and stats["evaluations"] == 0
+
+
+def test_a_dead_teacher_is_taken_as_down_after_its_failure_limit(chat_server, store_url, tmp_path):
+    """With ``augment.teacher_failure_limit=2`` a teacher whose endpoint fails 2 trials in a row is dropped for
+    the rest of the stage: 2 attempts stored (failed, with the reason), the other tasks skipped and the teacher
+    named in the manifest's ``teachers_down``; the step still ends done."""
+    chat_server.default_fault = "500"
+    run = "dead"
+    r, manifest = _augment(chat_server, run, tmp_path / "home", store_url, "task_limit=3", "augment.max_trials=3",
+                           "augment.request_timeout_s=5", "augment.max_retries=0", "augment.teacher_failure_limit=2")
+    m = _ok_manifest(r, manifest)
+    met = m["metrics"]
+    teacher = f"{chat_server.base_url}#tiny"
+    assert list(met["teachers_down"]) == [teacher] and "2 trials in a row" in met["teachers_down"][teacher]
+    assert met["attempts"] == 2 and len(met["per_task"]) == 1 and len(chat_server.requests) == 2
+    assert "taken as down" in r.stderr
+    rows, stats, stage = _rows(store_url, run)
+    assert stage["status"] == "done" and len(rows) == 2 and all(a["parse_error"] for a in rows)
