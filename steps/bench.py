@@ -54,7 +54,8 @@ def body(ctx: StepContext) -> dict:
                         labels=[f"run {ctx.run}"], out=out, budget_s=r.bench.budget_s,
                         correctness_trials=r.bench.correctness_trials, plots=r.bench.plots, eval_base=r.eval,
                         title=f"kernelrl run {ctx.run} (recipe {r.name}): final evaluation",
-                        command=" ".join(["python -m steps.bench", *sys.argv[1:]]), artifacts=True)
+                        command=" ".join(["python -m steps.bench", *sys.argv[1:]]), artifacts=True,
+                        resume=True)  # a re-run (after a kill) keeps the final scores it already stored
     # the run's record exists (run_step registered this stage), so a run without candidates scores all zeros
     report, paths = run_bench(opts, ctx.store)
     report_uri = None

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +39,7 @@ UID_RANGE = (3_000_000, 2_000_000_000)  # fresh uids for candidates: no passwd e
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 NOFILE_LIMIT = 4096  # enough for torch, ninja and a compiler; stops fd exhaustion games
 NPROC_LIMIT = 512  # processes + threads of the candidate's own uid (a compiler build needs a few dozen)
 
@@ -69,6 +71,8 @@ def scrubbed_env(home: Path, cache_dir: Path, threads: int) -> dict[str, str]:
 
 
 def _preexec(mem_limit_mb: int | None, isolate_net: bool, uid: int | None, plan=None, stash: Path | None = None):
+    parent = os.getpid()
+
     def fn() -> None:
         if uid is not None and plan:
             _apply_mount_plan(plan, stash)
@@ -90,6 +94,11 @@ def _preexec(mem_limit_mb: int | None, isolate_net: bool, uid: int | None, plan=
             os.setgid(uid)
             os.setuid(uid)
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary can give privileges back
+        # Die with the evaluating process: a SIGKILLed step (or worker) otherwise leaves this worker behind for
+        # ever, SIGSTOPped when it was frozen for the other's timing round. Set after setuid (which clears it).
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
     return fn
 
 
@@ -257,18 +266,23 @@ class WorkerProcess:
         env = scrubbed_env(self.tmp, cache_dir, threads)
         if device.startswith("cuda"):
             mem_limit_mb = None  # CUDA reserves huge virtual ranges: RLIMIT_AS would break it
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelrl.evaluation.worker", str(p2c_r), str(c2p_w)],
-            pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.tmp, env=env,
-            start_new_session=True, preexec_fn=_preexec(mem_limit_mb, isolate_net, uid, plan, self.tmp),
-        )
+        # Spawned and registered under the registry lock: another thread's kill_orphans must never see this
+        # worker as an unknown child (it killed fresh workers of concurrent evaluations: "Broken pipe").
+        with REGISTRY_LOCK:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kernelrl.evaluation.worker", str(p2c_r), str(c2p_w)],
+                pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.tmp, env=env,
+                start_new_session=True, preexec_fn=_preexec(mem_limit_mb, isolate_net, uid, plan, self.tmp),
+            )
+            ACTIVE_WORKERS.add(self.proc.pid)
+            if uid is not None:
+                ACTIVE_UIDS[self.proc.pid] = uid
         log.close()
         os.close(p2c_r)
         os.close(c2p_w)
         self.chan = Channel(c2p_r, p2c_w)
         self.fds = (c2p_r, p2c_w)
         self.stopped = False
-        ACTIVE_WORKERS.add(self.proc.pid)
         self.network_isolated = isolate_net and _netns_differs(self.proc.pid)
 
     @property
@@ -365,7 +379,9 @@ class WorkerProcess:
             except OSError:
                 pass
         shutil.rmtree(self.tmp, ignore_errors=True)
-        ACTIVE_WORKERS.discard(self.proc.pid)
+        with REGISTRY_LOCK:
+            ACTIVE_WORKERS.discard(self.proc.pid)
+            ACTIVE_UIDS.pop(self.proc.pid, None)
         return leftovers
 
 
@@ -379,6 +395,8 @@ def _netns_differs(pid: int) -> bool:
 
 
 ACTIVE_WORKERS: set[int] = set()  # workers of evaluations running in this process (several threads may evaluate)
+ACTIVE_UIDS: dict[int, int] = {}  # worker pid -> its candidate's own uid (when privileges are dropped)
+REGISTRY_LOCK = threading.Lock()  # spawning + registering a worker vs. kill_orphans scanning our children
 
 
 def child_pids() -> list[int]:
@@ -389,13 +407,20 @@ def kill_orphans(known: set[int]) -> list[int]:
     """Kill our direct children that we did not start: orphans of a candidate re-parented to us (we are a
     child subreaper). Workers of other evaluations running in this process are left alone."""
     killed = []
-    for child in psutil.Process().children(recursive=False):
-        if child.pid in known or child.pid in ACTIVE_WORKERS:
-            continue
-        try:
-            for p in [*child.children(recursive=True), child]:
-                p.kill()
-            killed.append(child.pid)
-        except psutil.Error:
-            pass
+    with REGISTRY_LOCK:
+        # An orphan owned by another running evaluation's candidate uid is that evaluation's to find and flag
+        # (its close() kills everything of its uid); killing it here would flag the wrong candidate.
+        own = {ACTIVE_UIDS[p] for p in known if p in ACTIVE_UIDS}
+        others = set(ACTIVE_UIDS.values()) - own
+        for child in psutil.Process().children(recursive=False):
+            if child.pid in known or child.pid in ACTIVE_WORKERS:
+                continue
+            try:
+                if others and child.uids().real in others:
+                    continue
+                for p in [*child.children(recursive=True), child]:
+                    p.kill()
+                killed.append(child.pid)
+            except psutil.Error:
+                pass
     return killed

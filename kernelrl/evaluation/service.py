@@ -15,7 +15,8 @@ Each result is ``EvalResult.to_dict()`` plus ``candidate_id``, ``evaluation_id``
   store without re-timing: a job born ``done`` (worker ``cache``) that points at the existing evaluation.
   ``purpose='final'`` needs a final evaluation (more correctness trials, longer budget); re-verification
   measurements are never used as answers. A source already queued or running with the same settings is
-  joined (same job id) rather than timed twice.
+  joined (same job id) rather than timed twice. ``use_cache="same-settings"`` answers only from an evaluation
+  of the same purpose stored under identical settings (what a re-run of a killed final scoring may reuse).
 - **Local workers.** With ``local_workers > 0`` the service runs that many worker threads (the same loop as
   ``kernelrl worker``, ``kernelrl.evaluation.jobworker.Worker``) on its device, so the embedded default needs
   no separate process; each evaluation still runs in its own sandboxed subprocesses. One worker per device
@@ -34,7 +35,7 @@ from typing import Any, Callable
 from sqlalchemy import select
 
 from kernelrl.config.stages import EvalConfig
-from kernelrl.store.db import Store
+from kernelrl.store.db import Store, settings_hash
 from kernelrl.store.models import CandidateRow, EvaluationRow
 from kernelrl.store.queue import JobQueue, JobStatus
 from kernelrl.tasks.loader import Task
@@ -68,7 +69,7 @@ def resolve_device(device: str) -> str:
 
 class EvalService:
     def __init__(self, store: Store, eval_config: EvalConfig | None = None, local_workers: int = 1,
-                 device: str | None = None, *, use_cache: bool = True, evaluate_fn: Callable | None = None,
+                 device: str | None = None, *, use_cache: bool | str = True, evaluate_fn: Callable | None = None,
                  evaluator_version: str | None = None, device_type: str | None = None, lease_s: float = 30.0,
                  reverify_wait_s: float = 0.0, poll_s: float = 0.1):
         """``device``: where jobs run (default: the config's; 'auto' picks cuda:0 when there is a GPU).
@@ -121,7 +122,7 @@ class EvalService:
             d["budget_s"] = self.cfg.final_budget_s
         return d
 
-    def _cached(self, candidate_id: int, purpose: str) -> int | None:
+    def _cached(self, candidate_id: int, purpose: str, settings: dict[str, Any]) -> int | None:
         if not self.use_cache or self.device_type is None or purpose == "reverify":
             return None
         with self.store.session() as s:
@@ -131,6 +132,8 @@ class EvalService:
                                                EvaluationRow.purpose != "reverify")
             if purpose == "final":
                 q = q.where(EvaluationRow.purpose == "final")
+            if self.use_cache == "same-settings":  # the very protocol asked for: a resumed stage's own results
+                q = q.where(EvaluationRow.purpose == purpose, EvaluationRow.settings_hash == settings_hash(settings))
             return s.scalar(q.order_by(EvaluationRow.id.desc()).limit(1))
 
     def submit_many(self, requests: list[EvalRequest]) -> list[int]:
@@ -147,7 +150,7 @@ class EvalService:
             # In flight first, then the store: a job that finishes between the two checks is still found.
             jid = self.queue.find_inflight(cid, settings, r.purpose) if r.purpose != "reverify" else None
             if jid is None:
-                eid = self._cached(cid, r.purpose)
+                eid = self._cached(cid, r.purpose, settings)
                 if eid is not None:
                     jid = self.queue.submit_cached(task_id, cid, eid, purpose=r.purpose, settings=settings,
                                                    device_kind=self.device_kind)

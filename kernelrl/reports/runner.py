@@ -53,6 +53,10 @@ class BenchOptions:
     eval_base: EvalConfig | None = None  # the recipe's eval settings (device, caps) the protocol starts from
     run_name: str | None = None  # run name recorded on newly stored candidates (default: none)
     artifacts: bool = True
+    # The bench step: rank a run's candidates by their training-time (reward) scores, never by this stage's own
+    # earlier final scores, and reuse final evaluations stored under the identical protocol, so a re-run (after
+    # a kill) scores the same kernels and continues instead of timing each again (a second final row per kernel).
+    resume: bool = False
 
 
 def load_tasks(suite: str, levels: list[int] | None, task_limit: int = 0, only: list[str] | None = None) -> list[Task]:
@@ -160,7 +164,7 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
     cfg = final_config(opts.eval_base, device=opts.device, budget_s=opts.budget_s,
                        correctness_trials=opts.correctness_trials)
     kind = device_kind(cfg.device)
-    purpose = opts.stored_purpose if opts.stored else None
+    purpose = opts.stored_purpose if opts.stored else ("reward" if opts.resume else None)
     resolved = [resolve(spec, tasks, store=store, run=opts.run, top_k=opts.top_k, device_kind=kind,
                         label=opts.labels[i] if i < len(opts.labels) else None, purpose=purpose,
                         device_type=opts.device_type if opts.stored else None)
@@ -181,7 +185,8 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
                       for si, rs in enumerate(resolved) for pi, p in enumerate(rs.picks))
         deadline = time.time() + 60 * opts.max_minutes if opts.max_minutes else None
         picks = [resolved[si].picks[pi] for _, si, pi in flat]
-        with Scorer(store, cfg, local_workers=opts.local_workers, run_name=opts.run_name) as scorer:
+        with Scorer(store, cfg, local_workers=opts.local_workers, run_name=opts.run_name,
+                    reuse="same-settings" if opts.resume else False) as scorer:
             results = scorer.score(picks, deadline=deadline, chunk_size=opts.chunk_size,
                                    progress=progress or _log_progress)
         per_source: list[list[dict | None]] = [[None] * len(rs.picks) for rs in resolved]

@@ -57,10 +57,11 @@ class Scorer:
     """Evaluates picks one chunk at a time through the evaluation service (in-process workers by default)."""
 
     def __init__(self, store, cfg: EvalConfig, *, local_workers: int = 1, purpose: str = "final",
-                 run_name: str | None = None, per_kernel_timeout_s: float | None = None, reuse: bool = False):
+                 run_name: str | None = None, per_kernel_timeout_s: float | None = None, reuse: bool | str = False):
         """``reuse``: let the service answer from a stored evaluation of the same source (same evaluator version
         and device type). Off for final scores: the service's cache does not compare budgets or correctness
-        inputs, so an earlier short evaluation would stand in for the protocol asked for here."""
+        inputs, so an earlier short evaluation would stand in for the protocol asked for here. ``"same-settings"``:
+        reuse only an evaluation of this purpose stored under identical settings (a resumed run's own results)."""
         self.store = store
         self.cfg = cfg
         self.purpose = purpose
