@@ -44,6 +44,27 @@ NOFILE_LIMIT = 4096  # enough for torch, ninja and a compiler; stops fd exhausti
 NPROC_LIMIT = 512  # processes + threads of the candidate's own uid (a compiler build needs a few dozen)
 
 
+PR_SET_DUMPABLE = 4
+_environ_hidden = False
+
+
+def hide_own_environ() -> bool:
+    """Make the evaluating process non-dumpable, so a candidate that runs under the same uid (no root, hence no
+    fresh uid for it: e.g. ``kernelrl worker`` as uid 10001 in the evaluator image) cannot read this process's
+    ``/proc/<pid>/environ`` (the store URL with its password, S3 keys) or ``/proc/<pid>/mem``: the kernel then
+    allows those files only to root. Its other costs: no core dumps and no same-uid debugger (py-spy needs root)
+    for this process. The candidate's own environment is scrubbed anyway; processes further up (a shell, the
+    flow) are out of our reach: run the evaluator as root (fresh uid per candidate) or with the Docker sandbox
+    where that matters. Returns whether the flag is set."""
+    global _environ_hidden
+    if not _environ_hidden:
+        try:
+            _environ_hidden = _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        except Exception:  # pragma: no cover - not Linux
+            _environ_hidden = False
+    return _environ_hidden
+
+
 def become_subreaper() -> None:
     """Orphans of our workers (double-forked daemons) re-parent to us, so we can find and kill them."""
     try:
@@ -256,6 +277,8 @@ class WorkerProcess:
                 except OSError:
                     pass
         self.uid = uid
+        if role == "cand" and uid is None:
+            hide_own_environ()  # the candidate shares our uid: keep it out of our /proc/<pid>/environ
         plan = _mount_plan() if uid is not None else None
         for i in range(sum(len(subs) for _, subs in plan or [])):
             (self.tmp / f".m{i}").mkdir()

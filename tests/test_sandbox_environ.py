@@ -1,0 +1,62 @@
+"""A candidate that keeps the evaluator's uid (no root, so no fresh uid) cannot read the evaluating process's
+environment through /proc: the sandbox makes that process non-dumpable before it starts such a candidate."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANT = "planted-store-password-7f3a"
+
+SCRIPT = r'''
+import ctypes, os, subprocess, sys
+from pathlib import Path
+import kernelrl.evaluation.sandbox as sb
+
+libc = ctypes.CDLL(None, use_errno=True)
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
+READ = "import os,sys\ntry:\n print(open(f'/proc/{os.getppid()}/environ','rb').read().decode(errors='replace'))\nexcept OSError as e:\n print('DENIED', type(e).__name__)"
+
+def probe():  # what a same-uid candidate sees of its parent's environment
+    return subprocess.run(["/usr/bin/python3", "-c", READ], capture_output=True, text=True, env={}).stdout
+
+if sys.argv[1] == "worker":
+    # the real code path: a candidate worker started without privilege drop hides our environ first
+    assert libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 1
+    w = sb.WorkerProcess("cand", device="cpu", cache_dir=Path(sys.argv[2]), mem_limit_mb=None,
+                         drop_privileges=False)
+    try:
+        print("DUMPABLE", libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
+    finally:
+        w.close()
+else:
+    # the kernel's side, as an unprivileged uid (root may read anything): readable, then hidden
+    os.setgid(65534); os.setuid(65534)
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # setuid() cleared it; start from an ordinary process
+    print("BEFORE", probe())
+    print("HIDDEN", sb.hide_own_environ())
+    print("AFTER", probe())
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to an unprivileged uid to play the candidate")
+def test_same_uid_candidate_cannot_read_the_evaluator_environ(tmp_path):
+    env = dict(os.environ, KERNELRL_STORE_URL=f"postgresql+psycopg2://u:{PLANT}@127.0.0.1/db", PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", SCRIPT, "uid"], capture_output=True, text=True, env=env, cwd="/",
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    before, after = r.stdout.split("HIDDEN", 1)
+    assert PLANT in before  # the control: an ordinary same-uid process can read it
+    assert after.startswith(" True") and "DENIED PermissionError" in after and PLANT not in after
+
+
+def test_candidate_worker_without_privilege_drop_hides_the_environ(tmp_path):
+    r = subprocess.run([sys.executable, "-c", SCRIPT, "worker", str(tmp_path / "cache")], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "DUMPABLE 0" in r.stdout
