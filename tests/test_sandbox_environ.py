@@ -60,3 +60,20 @@ def test_candidate_worker_without_privilege_drop_hides_the_environ(tmp_path):
                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "DUMPABLE 0" in r.stdout
+
+
+def test_scratch_of_a_killed_evaluator_is_reaped(tmp_path):
+    """Scratch dirs carry their evaluator's pid; those of a dead pid go, those of live ones (ours, pid 1) stay."""
+    from kernelrl.evaluation.sandbox import reap_stale_scratch
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    names = {f"kernelrl-cand-{dead.pid}-abc": False, f"kernelrl-eval-{dead.pid}-def": False,
+             f"kernelrl-ref-{os.getpid()}-ghi": True, "kernelrl-trial-1-jkl": True, "kernelrl-compile-cache": True,
+             f"other-{dead.pid}-x": True}
+    for n in names:
+        (tmp_path / n / "sub").mkdir(parents=True)
+        (tmp_path / n / "sub" / "f").write_text("x")
+    removed = reap_stale_scratch(str(tmp_path))
+    assert sorted(removed) == sorted(n for n, keep in names.items() if not keep)
+    assert {p.name for p in tmp_path.iterdir()} == {n for n, keep in names.items() if keep}

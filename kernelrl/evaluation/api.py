@@ -41,7 +41,7 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
-from kernelrl.evaluation.sandbox import WorkerProcess, become_subreaper, child_pids, kill_orphans
+from kernelrl.evaluation.sandbox import WorkerProcess, become_subreaper, child_pids, kill_orphans, scratch_dir
 from kernelrl.evaluation.stats import bucket_stats, round_toward_one
 from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
@@ -222,7 +222,7 @@ class _Session:
         self.device = device
         self.progress = progress
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self.dir = Path(tempfile.mkdtemp(prefix="kernelrl-eval-"))  # the parent's own scratch (0700)
+        self.dir = scratch_dir("eval")  # the parent's own scratch (0700); stale ones are reaped
         self.task_source, self.cand_source = task_source, cand_source
         # Compile caches keyed by source hash: a candidate can write only where its own builds live, and a
         # re-evaluation of the same source (re-verification, repeats) finds its load_inline/Triton builds.

@@ -65,6 +65,46 @@ def hide_own_environ() -> bool:
     return _environ_hidden
 
 
+_STALE_RE = None
+_stale_reaped = False
+
+
+def scratch_dir(kind: str) -> Path:
+    """A private temp dir named ``kernelrl-<kind>-<our pid>-XXXX``: the pid lets a later evaluator remove what a
+    killed one left behind (``reap_stale_scratch``)."""
+    reap_stale_scratch()
+    return Path(tempfile.mkdtemp(prefix=f"kernelrl-{kind}-{os.getpid()}-"))
+
+
+def reap_stale_scratch(tmp: str | None = None) -> list[str]:
+    """Once per process: remove the scratch dirs of evaluators that are gone (an evaluator killed with SIGKILL
+    cannot clean up; its workers die with it, its dirs stayed in /tmp for good). A dir counts as stale only when
+    the pid in its name is not alive; a live pid (ours, another evaluator's, or a reused one) keeps it."""
+    global _STALE_RE, _stale_reaped
+    if _stale_reaped and tmp is None:
+        return []
+    _stale_reaped = True
+    import re
+
+    _STALE_RE = _STALE_RE or re.compile(r"^kernelrl-(?:ref|cand|eval|trial)-(\d+)-")
+    base = Path(tmp or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _STALE_RE.match(entry.name)
+        if not m or not entry.is_dir() or entry.is_symlink():
+            continue
+        pid = int(m.group(1))
+        if pid == os.getpid() or psutil.pid_exists(pid):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
+
+
 def become_subreaper() -> None:
     """Orphans of our workers (double-forked daemons) re-parent to us, so we can find and kill them."""
     try:
@@ -237,7 +277,7 @@ def can_drop_privileges() -> bool:
 
 
 def _trial_unprivileged(plan) -> bool:
-    d = Path(tempfile.mkdtemp(prefix="kernelrl-trial-"))
+    d = scratch_dir("trial")
     try:
         uid = fresh_uid()
         for i in range(sum(len(s) for _, s in plan)):
@@ -262,7 +302,7 @@ class WorkerProcess:
         candidate can write only where its own builds live; ``module_source`` is written to ``self.module_path``
         inside the worker's private dir."""
         self.role = role
-        self.tmp = Path(tempfile.mkdtemp(prefix=f"kernelrl-{role}-"))
+        self.tmp = scratch_dir(role)
         cache_dir.mkdir(parents=True, exist_ok=True)
         self.module_path = self.tmp / ("task_reference.py" if role == "ref" else "candidate.py")
         if module_source is not None:
