@@ -260,7 +260,7 @@ class _Session:
                                       "init_inputs": self.init_inputs, "template": self.template}, timeout=self._left(self.cfg.compile_timeout_s))
         except Timeout:
             raise CandidateFailed("timeout", "building ModelNew timed out", executable=False) from None
-        except ProtocolError:
+        except (ProtocolError, OSError):  # OSError: a broken pipe to a worker that died before it read the request
             raise CandidateFailed("crashed", f"candidate process {self.cand.exit_reason()} while loading: "
                                   f"{self.cand.log_tail(600)}", executable=False) from None
         if not h.get("ok"):
