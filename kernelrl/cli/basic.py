@@ -35,7 +35,14 @@ def tasks_list(
 ) -> None:
     from kernelrl.tasks import load_suite
 
-    tasks = load_suite(suite, _levels(levels))
+    wanted = _levels(levels)
+    tasks = load_suite(suite, wanted)
+    if not tasks and wanted:  # a filter that selects nothing is a mistake worth saying (exit 2), not an empty table
+        from kernelrl.errors import ConfigError
+
+        have = sorted({t.level for t in load_suite(suite)})
+        raise ConfigError(f"suite {suite}: no task at levels {','.join(map(str, wanted))} "
+                          f"(it has levels {','.join(map(str, have)) or 'none'})")
     if as_json:
         typer.echo(json.dumps([{"key": t.key, "name": t.name, "level": t.level} for t in tasks], indent=1))
         return

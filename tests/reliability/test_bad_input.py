@@ -172,6 +172,7 @@ def test_empty_or_missing_suite(d, suite, needle):
 def test_levels_that_select_no_task(d):
     """levels the builtin suite does not have: the stage has nothing to do, which is bad input, not a done stage."""
     user_error(step(d, "augment", "--run", "no-levels", "--set", "levels=[9]"), "no tasks", "levels [9]")
+    user_error(kernelrl(d, "tasks", "list", "--levels", "9"), "no task at levels 9", "it has levels 1,2,3")
 
 
 # -- recipes ----------------------------------------------------------------------------------------------------
