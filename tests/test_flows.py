@@ -4,15 +4,15 @@ logs, the CLI. One Prefect test harness (a temporary server, ~20 s) for the whol
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.prefect_server import prefect_test_server
 
 FAKE = "tests.fake_steps"
 ALL = ["augment", "sft", "selfsup", "crl", "bench"]
@@ -20,22 +20,8 @@ ALL = ["augment", "sft", "selfsup", "crl", "bench"]
 
 @pytest.fixture(scope="module")
 def harness():
-    tmp = tempfile.mkdtemp(prefix="kernelrl-prefect-")
-    saved = {k: os.environ.get(k) for k in ("PREFECT_HOME", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")}
-    os.environ["PREFECT_HOME"] = tmp
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    from prefect.testing.utilities import prefect_test_harness
-
-    try:
-        with prefect_test_harness(server_startup_timeout=180):
-            yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(tmp, ignore_errors=True)
+    with prefect_test_server("kernelrl-prefect-"):
+        yield
 
 
 @pytest.fixture

@@ -14,13 +14,13 @@ be started; ``KERNELRL_REQUIRE_DOCKER=1`` (CI) turns that skip into a failure.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.prefect_server import prefect_test_server
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "infra" / "docker-engine.sh"
@@ -162,22 +162,8 @@ def step_env(tmp_path, monkeypatch, pg_database):
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One Prefect test harness (a temporary server, ~20 s) for the suite."""
-    tmp = tempfile.mkdtemp(prefix="kernelrl-prefect-docker-")
-    saved = {k: os.environ.get(k) for k in ("PREFECT_HOME", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")}
-    os.environ["PREFECT_HOME"] = tmp
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    from prefect.testing.utilities import prefect_test_harness
-
-    try:
-        with prefect_test_harness(server_startup_timeout=180):
-            yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(tmp, ignore_errors=True)
+    with prefect_test_server("kernelrl-prefect-docker-"):
+        yield
 
 
 def pytest_terminal_summary(terminalreporter):

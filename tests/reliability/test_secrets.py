@@ -39,6 +39,8 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from tests.prefect_server import prefect_test_server
+
 from tests.conftest import create_pg_database, drop_pg_database
 from tests.test_llm_fixtures import chat_server, tiny_backend, tiny_model_path  # noqa: F401
 
@@ -136,25 +138,10 @@ def probe_candidate(task, out_dir: Path) -> str:
 @pytest.fixture(scope="module")
 def harness():
     """A Prefect test server for the module; yields (PREFECT_HOME, path of the server's SQLite database)."""
-    tmp = tempfile.mkdtemp(prefix="kernelrl-prefect-secrets-")
-    saved = {k: os.environ.get(k) for k in ("PREFECT_HOME", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")}
-    os.environ["PREFECT_HOME"] = tmp
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-    import flows.pipeline  # noqa: F401 - imports prefect.main, which configures logging: here, not mid-test
-    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
-    from prefect.testing.utilities import prefect_test_harness
+    with prefect_test_server("kernelrl-prefect-secrets-") as home:
+        from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
 
-    try:
-        with prefect_test_harness(server_startup_timeout=180):
-            db = PREFECT_SERVER_DATABASE_CONNECTION_URL.value().split("///", 1)[1]
-            yield Path(tmp), Path(db)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(tmp, ignore_errors=True)
+        yield home, Path(PREFECT_SERVER_DATABASE_CONNECTION_URL.value().split("///", 1)[1])
 
 
 def prefect_logs(flow_run_ids) -> list[str]:

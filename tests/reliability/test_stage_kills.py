@@ -261,6 +261,17 @@ def _compare(clean: dict, resumed: dict) -> None:
     assert clean["pending_jobs"] == 0 and clean["failed_jobs"] == 0 and clean["stage_status"] == "done"
 
 
+def _seeded_sqlite_pair(tmp_path: Path, tiny: Path, task_limit: int, *, done: tuple[str, ...]) -> tuple[str, str]:
+    """Two migrated SQLite stores (clean run, killed run) seeded alike by ``_seed_run``."""
+    urls = [f"sqlite:///{tmp_path / f'{n}.db'}" for n in ("clean", "killed")]
+    for u in urls:
+        st = _store(u)
+        st.upgrade()
+        st.engine.dispose()
+        _seed_run(u, tiny, task_limit, done=done)
+    return urls[0], urls[1]
+
+
 # -- the tests ---------------------------------------------------------------------------------------------------
 def test_augment_killed_mid_evaluation_resumes(two_stores, tmp_path, tiny_path, private_tmp):
     clean_url, killed_url = two_stores
@@ -291,13 +302,7 @@ def test_augment_killed_mid_evaluation_resumes(two_stores, tmp_path, tiny_path, 
 
 
 def test_selfsup_killed_after_first_iteration_resumes(tmp_path, tiny_path, private_tmp):
-    urls = [f"sqlite:///{tmp_path / f'{n}.db'}" for n in ("clean", "killed")]
-    for u in urls:
-        st = _store(u)
-        st.upgrade()
-        st.engine.dispose()
-        _seed_run(u, tiny_path, 1, done=("augment", "sft"))
-    clean_url, killed_url = urls
+    clean_url, killed_url = _seeded_sqlite_pair(tmp_path, tiny_path, 1, done=("augment", "sft"))
     m_clean = _run("selfsup", tmp_path / "home-clean", clean_url, tiny_path, private_tmp("clean"))
     assert len(m_clean["metrics"]["iterations"]) == 3
 
@@ -331,13 +336,7 @@ def test_selfsup_killed_after_first_iteration_resumes(tmp_path, tiny_path, priva
 
 
 def test_bench_killed_while_evaluating_resumes(tmp_path, tiny_path, private_tmp):
-    urls = [f"sqlite:///{tmp_path / f'{n}.db'}" for n in ("clean", "killed")]
-    for u in urls:
-        st = _store(u)
-        st.upgrade()
-        st.engine.dispose()
-        _seed_run(u, tiny_path, 3, done=("augment", "sft", "selfsup", "crl"))
-    clean_url, killed_url = urls
+    clean_url, killed_url = _seeded_sqlite_pair(tmp_path, tiny_path, 3, done=("augment", "sft", "selfsup", "crl"))
     m_clean = _run("bench", tmp_path / "home-clean", clean_url, tiny_path, private_tmp("clean"))
     assert m_clean["metrics"]["tasks"] == 3
 
