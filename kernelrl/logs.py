@@ -21,12 +21,14 @@ import os
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote, unquote
+
+from kernelrl.config.settings import url_passwords
 
 # Libraries whose INFO lines are noise in a step's log (shown again at DEBUG).
 NOISY = ("alembic", "botocore", "boto3", "s3transfer", "urllib3", "httpx", "httpcore", "filelock")
 # Environment variables whose values are credentials whatever their prefix.
 _SECRET_ENV = re.compile(r"(PASSWORD|SECRET|TOKEN|API_KEY|ACCESS_KEY|CREDENTIAL)", re.I)
-_URL_PASSWORD = re.compile(r"://[^:/@\s]+:([^@\s]+)@")
 _MIN_LEN = 4  # shorter "secrets" (e.g. a password "pw") would blank out ordinary words
 
 
@@ -40,17 +42,15 @@ def secret_values(settings: Any = None, environ: dict[str, str] | None = None) -
             if hasattr(value, "get_secret_value"):
                 found.add(value.get_secret_value() or "")
             elif isinstance(value, str):
-                found.update(_URL_PASSWORD.findall(value))
+                found.update(url_passwords(value))
     for key, value in env.items():
         if _SECRET_ENV.search(key):
             found.add(value)
         elif "://" in value:
-            found.update(_URL_PASSWORD.findall(value))
+            found.update(url_passwords(value))
     out: set[str] = set()
     for s in found:
         if s and len(s) >= _MIN_LEN:
-            from urllib.parse import quote, unquote
-
             out.update({s, quote(s, safe=""), unquote(s)})
     return sorted((s for s in out if len(s) >= _MIN_LEN), key=len, reverse=True)
 

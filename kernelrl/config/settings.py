@@ -27,6 +27,11 @@ from kernelrl.errors import ConfigError
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]+:)([^@]+)(@)")
 
 
+def url_passwords(text: str) -> list[str]:
+    """The password parts of the URLs in ``text`` (what ``redact_url`` hides)."""
+    return [m.group(2) for m in _PASSWORD_IN_URL.finditer(text)]
+
+
 def redact_url(url: str | None) -> str | None:
     """Hide the password part of a URL (``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``)."""
     if url is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -40,11 +41,10 @@ _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 NOFILE_LIMIT = 4096  # enough for torch, ninja and a compiler; stops fd exhaustion games
 NPROC_LIMIT = 512  # processes + threads of the candidate's own uid (a compiler build needs a few dozen)
 
-
-PR_SET_DUMPABLE = 4
 _environ_hidden = False
 
 
@@ -65,7 +65,7 @@ def hide_own_environ() -> bool:
     return _environ_hidden
 
 
-_STALE_RE = None
+_STALE_RE = re.compile(r"^kernelrl-(?:ref|cand|eval|trial)-(\d+)-")  # scratch_dir's names: the pid is group 1
 _stale_reaped = False
 
 
@@ -80,13 +80,10 @@ def reap_stale_scratch(tmp: str | None = None) -> list[str]:
     """Once per process: remove the scratch dirs of evaluators that are gone (an evaluator killed with SIGKILL
     cannot clean up; its workers die with it, its dirs stayed in /tmp for good). A dir counts as stale only when
     the pid in its name is not alive; a live pid (ours, another evaluator's, or a reused one) keeps it."""
-    global _STALE_RE, _stale_reaped
+    global _stale_reaped
     if _stale_reaped and tmp is None:
         return []
     _stale_reaped = True
-    import re
-
-    _STALE_RE = _STALE_RE or re.compile(r"^kernelrl-(?:ref|cand|eval|trial)-(\d+)-")
     base = Path(tmp or tempfile.gettempdir())
     removed = []
     try:

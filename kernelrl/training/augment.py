@@ -92,7 +92,7 @@ def run_augment(store, recipe, run: str, settings=None, progress=None) -> dict[s
                     attempts += 1
                     successes += int(is_success(res))
                     all_results.append(res)
-                    failures_in_a_row = failures_in_a_row + 1 if getattr(gen, "error", None) else 0
+                    failures_in_a_row = failures_in_a_row + 1 if gen.error else 0
                     if a.teacher_failure_limit and failures_in_a_row >= a.teacher_failure_limit:
                         teachers_down[teacher] = (f"{failures_in_a_row} trials in a row failed at the endpoint "
                                                   f"(last: {gen.error}); skipped from task {task.key} on")
