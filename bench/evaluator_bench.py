@@ -1,19 +1,41 @@
-"""Evaluator benchmark: repeatability, agreement with a longer run, throughput, and the red team scored by our
-evaluator next to a naive KernelBench-style in-process CUDA-event timer (bench/naive_timer.py).
+"""Evaluator benchmark: repeatability, agreement with a longer run, over-claim, wall time and throughput of the
+reward, on honest seed candidates spanning microsecond kernels to ~50 ms ones.
 
-    python bench/evaluator_bench.py --device cuda --tasks 20 --repeats 5 --budget-s 1 --out bench/results/x.json
-    python bench/evaluator_bench.py --device cuda --part redteam --out ...      # only the red-team table
-    python bench/evaluator_bench.py --device cpu --tasks 3 --repeats 2 --budget-s 0.3   # a CPU smoke of it
+    python bench/evaluator_bench.py --device cuda --out-dir bench/results/DATE-h100-evaluator            # all
+    python bench/evaluator_bench.py --device cuda --out-dir DIR --only 0:12 --max-minutes 9             # a slice
+    python bench/evaluator_bench.py --summarize DIR                      # rows.jsonl -> summary.json + table.md
+    python bench/evaluator_bench.py --device cpu --out-dir /tmp/b --only 0:2 --repeats 2 --long-factor 3  # smoke
 
-Targets (issue: evaluator): 5 evaluations of one candidate agree within 2% (max/min - 1) for >= 90% of tasks;
-within 3% of a 10x longer run; >= 200 evaluations per GPU-hour with a warm compile cache.
-A failing task never aborts the run; --max-minutes bounds it.
+Candidates (``candidates()``): one honest seed per built-in task (the GPU seed where there is one, else the
+plain-PyTorch 'faster' seed), plus scaled copies of three level-3 tasks (long GRU/LSTM sequences, a bigger
+transformer block) so that the slow end (tens of ms per call) is covered. Each candidate is evaluated
+``--repeats`` times, each time in fresh worker processes with the evaluator's default settings (sequential
+stopping, budget cap ``--budget-s``), then once with ``--long-factor`` x the median timing time of those runs
+and no early stop: the reference value. One JSON row per task is appended to DIR/rows.jsonl as soon as it is
+done (a run cut short keeps what it measured); ``--summarize`` (also run at the end) writes summary.json and
+table.md from every row in the folder.
+
+Summary keys (issue 13 targets in brackets):
+  repeatability_within_2pct  share of tasks whose repeats' reported scores (unrounded lower bounds) agree within
+                             2%, max/min - 1                                                         [>= 0.90]
+  repeatability_worst        the largest max/min - 1                                                   [<= 0.05]
+  agreement_within_3pct      share of tasks whose median reported score is within 3% of the long run's
+                             estimate                                                                  [>= 0.90]
+  over_claim_worst           max over all repeats of (reported score / long-run estimate - 1)          [<= 0.03]
+  honest_capped_share        share of honest repeats flagged unstable-timing, capped, failed or fatal  [<= 0.05]
+  median_eval_wall_s         median wall time of a warm evaluation (levels 1-2; the first, cold, repeat
+                             of each candidate left out)                                              [<= 8]
+  max_eval_wall_s            the longest evaluation of any task                                        [<= 60]
+  evals_per_gpu_hour         3600 / mean wall time of warm evaluations, all tasks                     [>= 450]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import platform
+import re
 import statistics
 import sys
 import time
@@ -23,135 +45,199 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernelrl.config.stages import EvalConfig  # noqa: E402
-from kernelrl.evaluation import evaluate  # noqa: E402
+from kernelrl.evaluation import CAPPED, FATAL, EVALUATOR_VERSION, evaluate  # noqa: E402
 from kernelrl.tasks import load_seeds, load_suite  # noqa: E402
+from kernelrl.tasks.loader import Task  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from naive_timer import run_in_subprocess as run_naive_subprocess  # noqa: E402  (bench/naive_timer.py)
+# Scaled copies of built-in tasks (module-level sizes overridden): the slow end of the range on a GPU.
+SCALED = [
+    ("04_GRU", {"batch_size": 64, "seq_len": 1024, "hidden_size": 512, "input_size": 256}),
+    ("03_LSTM", {"batch_size": 64, "seq_len": 512, "hidden_size": 512, "input_size": 256}),
+    ("06_TransformerBlock", {"batch_size": 4, "seq_len": 1024, "dim": 512}),
+]
 
-REDTEAM = Path(__file__).resolve().parents[1] / "tests" / "redteam"
+
+def scaled(task: Task, sizes: dict) -> Task:
+    src = task.source
+    for name, value in sizes.items():
+        src, n = re.subn(rf"(?m)^{name} = .*$", f"{name} = {value!r}", src)
+        if n != 1:
+            raise ValueError(f"{task.key}: no module-level '{name} = ...' to scale")
+    tag = "_".join(f"{k}{v}" for k, v in sizes.items())
+    return dataclasses.replace(task, key=f"{task.key}@{tag}", name=f"{task.name}@scaled", source=src)
 
 
-def pick_candidates(device: str, n: int):
-    """One candidate per task: the GPU seed on CUDA where there is one, else the CPU 'faster' seed."""
-    out = []
-    for t in load_suite("builtin"):
-        seeds = load_seeds(t)
-        gpu = [s for s in seeds if s.device == "cuda"]
-        fast = [s for s in seeds if s.expect == "faster" and s.device == "any"]
-        chosen = (gpu if device.startswith("cuda") and gpu else fast)[:1]
-        out.extend((t, s) for s in chosen)
-    # GPU seeds first (they are the interesting ones on a GPU), then the rest, up to n tasks
-    out.sort(key=lambda ts: ts[1].device != "cuda")
-    return out[:n]
+def pick_seed(task: Task, device: str):
+    seeds = load_seeds(task)
+    gpu = [s for s in seeds if s.device == "cuda" and s.expect == "faster"]
+    fast = [s for s in seeds if s.expect == "faster" and s.device == "any"]
+    chosen = gpu if device.startswith("cuda") and gpu else fast
+    return chosen[0] if chosen else None
+
+
+def candidates(device: str) -> list[tuple[Task, object]]:
+    """GPU seeds first (on CUDA), then the other built-in tasks' plain seeds, then the scaled tasks."""
+    tasks = load_suite("builtin")
+    out = [(t, pick_seed(t, device)) for t in tasks]
+    out = [(t, s) for t, s in out if s is not None and t.name != "05_Gemm_Max_Subtract_GELU"]  # input-independent
+    out.sort(key=lambda ts: (ts[1].device != "cuda", ts[0].key))
+    by_name = {t.name: t for t in tasks}
+    for name, sizes in SCALED:
+        t = scaled(by_name[name], sizes)
+        out.append((t, pick_seed(by_name[name], device)))
+    return out
+
+
+def one(task: Task, source: str, cfg: EvalConfig) -> dict:
+    r = evaluate(task, source, cfg)
+    t = r.timing
+    return {"success": r.success, "speedup": r.speedup, "score_raw": t.get("score_raw") if r.success else None,
+            "estimate": t.get("estimate"), "ci": [t.get("ci_low"), t.get("ci_high")], "flags": r.flags,
+            "wall_s": r.wall_s, "timing_s": t.get("timing_s"), "rounds": t.get("rounds"), "stop": t.get("stop"),
+            "k": t.get("calls_per_round"), "ref_ms": t.get("ref_median_ms"), "cand_ms": t.get("cand_median_ms"),
+            "charge_ms": t.get("harness_charge_ms"), "ref_slowdown": t.get("ref_slowdown"),
+            "overhead_ms": t.get("overhead_ms"), "phases_s": t.get("phases_s"),
+            "error": (r.error or "")[:300] or None}
+
+
+def bench_task(task: Task, seed, cfg: EvalConfig, repeats: int, long_factor: float) -> dict:
+    row = {"task": task.key, "level": task.level, "seed": seed.name, "seed_device": seed.device, "repeats": []}
+    try:
+        for _ in range(repeats):
+            row["repeats"].append(one(task, seed.source, cfg))
+        ok = [x for x in row["repeats"] if x["success"]]
+        if long_factor > 0 and ok:
+            t_short = statistics.median(x["timing_s"] or cfg.budget_s for x in ok)
+            long_cfg = dataclasses.replace(cfg, budget_s=max(long_factor * t_short, 1.0), target_ci=0.0,
+                                           max_wall_s=max(cfg.max_wall_s, 60 + 2 * long_factor * t_short))
+            row["long"] = one(task, seed.source, long_cfg)
+    except Exception:  # noqa: BLE001 - a failing task never aborts the benchmark
+        row["error"] = traceback.format_exc()[-800:]
+    return row
+
+
+def task_metrics(row: dict) -> dict:
+    reps = row.get("repeats") or []
+    raw = [x["score_raw"] for x in reps]
+    m: dict = {"n": len(reps)}
+    if reps and all(x is not None and x > 0 for x in raw):
+        m["repeat_dev"] = max(raw) / min(raw) - 1
+        m["score_median"] = statistics.median(raw)
+    long = row.get("long") or {}
+    if long.get("success") and long.get("estimate") and "score_median" in m:
+        m["agree_dev"] = abs(m["score_median"] / long["estimate"] - 1)
+        m["over_claim"] = max(x / long["estimate"] - 1 for x in raw)
+    m["capped"] = sum(1 for x in reps if not x["success"] or "unstable-timing" in x["flags"]
+                      or set(x["flags"]) & (CAPPED | FATAL))
+    return m
+
+
+def summarize(out_dir: Path) -> dict:
+    rows = [json.loads(line) for line in (out_dir / "rows.jsonl").read_text().splitlines() if line.strip()]
+    latest = {}
+    for r in rows:  # a task measured twice (a rerun of a slice): the later row counts
+        latest[r["task"]] = r
+    rows = list(latest.values())
+    ms = [(r, task_metrics(r)) for r in rows]
+    rep = [m["repeat_dev"] for _, m in ms if "repeat_dev" in m]
+    agr = [m["agree_dev"] for _, m in ms if "agree_dev" in m]
+    over = [m["over_claim"] for _, m in ms if "over_claim" in m]
+    n_reps = sum(m["n"] for _, m in ms)
+    warm = [x for r in rows for x in (r.get("repeats") or [])[1:]]
+    warm12 = [x["wall_s"] for r in rows if r["level"] in (1, 2) for x in (r.get("repeats") or [])[1:]]
+    summary = {
+        "tasks": len(rows), "tasks_with_all_repeats_successful": len(rep), "evaluations": n_reps,
+        "repeatability_within_2pct": round(sum(d <= 0.02 for d in rep) / len(rep), 3) if rep else None,
+        "repeatability_worst": round(max(rep), 4) if rep else None,
+        "agreement_within_3pct": round(sum(d <= 0.03 for d in agr) / len(agr), 3) if agr else None,
+        "agreement_worst": round(max(agr), 4) if agr else None,
+        "over_claim_worst": round(max(over), 4) if over else None,
+        "honest_capped_share": round(sum(m["capped"] for _, m in ms) / n_reps, 3) if n_reps else None,
+        "median_eval_wall_s": round(statistics.median(warm12), 2) if warm12 else None,
+        "max_eval_wall_s": round(max(x["wall_s"] for r in rows for x in r.get("repeats") or []), 2) if n_reps else None,
+        "max_long_run_wall_s": round(max((r["long"]["wall_s"] for r in rows if r.get("long")), default=0.0), 2),
+        "evals_per_gpu_hour": round(3600 / statistics.mean(x["wall_s"] for x in warm)) if warm else None,
+    }
+    meta = json.loads((out_dir / "meta.json").read_text()) if (out_dir / "meta.json").exists() else {}
+    summary = {**meta, "summary": summary}
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    md = [f"# Evaluator benchmark ({meta.get('date', '?')}, {meta.get('gpu', '?')}, {EVALUATOR_VERSION})", "",
+          "score: median of the repeats' reported scores (the interval's lower bound, unrounded); interval: of "
+          "the first repeat; dev: max/min-1 of the repeats; long: the long run's estimate; agree: |score/long-1|; "
+          "ms: per call (candidate incl. any harness charge); wall: median s per evaluation.", "",
+          "| task | seed | score | interval | dev | long | agree | ref ms | cand ms | k | rounds | wall s | flags |",
+          "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r, m in ms:
+        reps = r.get("repeats") or [{}]
+        f0 = reps[0]
+        flags = sorted({f for x in reps for f in x.get("flags", [])})
+        fmt = lambda v, p=3: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
+        md.append(f"| {r['task']} | {r['seed']} | {fmt(m.get('score_median'))} | "
+                  f"[{fmt((f0.get('ci') or [None])[0])}, {fmt((f0.get('ci') or [None, None])[1])}] | "
+                  f"{fmt(m.get('repeat_dev'), 4)} | {fmt((r.get('long') or {}).get('estimate'))} | "
+                  f"{fmt(m.get('agree_dev'), 4)} | {fmt(f0.get('ref_ms'), 4)} | {fmt(f0.get('cand_ms'), 4)} | "
+                  f"{f0.get('k', '-')} | {f0.get('rounds', '-')} | "
+                  f"{fmt(statistics.median(x['wall_s'] for x in reps) if reps and 'wall_s' in f0 else None, 1)} | "
+                  f"{', '.join(flags) or '-'}{' ERROR' if r.get('error') else ''} |")
+    md += ["", "```", json.dumps(summary["summary"], indent=1), "```"]
+    (out_dir / "table.md").write_text("\n".join(md) + "\n")
+    return summary
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--tasks", type=int, default=20)
-    ap.add_argument("--offset", type=int, default=0, help="Skip the first N candidates (split a run over calls).")
-    ap.add_argument("--redteam-cpu", default="cache_by_address,stale_after_first_calls,patch_clocks,"
-                    "patch_harness_inputs,patch_worker_timer,lazy_subclass,near_constant,steal_reference_output,"
-                    "forged_stdout",
-                    help="CPU red-team candidates to include on the GPU table (comma list; 'all').")
+    ap.add_argument("--out-dir", type=Path, default=None)
+    ap.add_argument("--summarize", type=Path, default=None, help="Only write summary.json/table.md of a folder.")
+    ap.add_argument("--only", default="", help="A slice i:j of the candidate list (split a run over calls).")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--budget-s", type=float, default=1.0)
+    ap.add_argument("--budget-s", type=float, default=None, help="Timing cap per evaluation (default: EvalConfig).")
+    ap.add_argument("--correctness-trials", type=int, default=None)
     ap.add_argument("--long-factor", type=float, default=10.0)
-    ap.add_argument("--part", default="all", choices=["all", "repeat", "agree", "redteam"])
     ap.add_argument("--max-minutes", type=float, default=9.0)
-    ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    t_stop = time.monotonic() + a.max_minutes * 60
-    cfg = EvalConfig(device=a.device, budget_s=a.budget_s, correctness_trials=10, reverify=False)
-    report: dict = {"device": a.device, "budget_s": a.budget_s, "date": time.strftime("%Y-%m-%d"),
-                    "command": " ".join(sys.argv), "tasks": [], "redteam": []}
-    cands = pick_candidates(a.device, a.offset + a.tasks)[a.offset:]
-    evals, eval_time = 0, 0.0
-    if a.part in ("all", "repeat", "agree"):
-        for t, s in cands:
-            if time.monotonic() > t_stop:
-                report["stopped_early"] = True
-                break
-            row = {"task": t.key, "seed": s.name, "device_kind": s.device, "speedups": [], "raw": [], "flags": []}
-            try:
-                if a.part in ("all", "repeat"):
-                    for _ in range(a.repeats):
-                        t0 = time.monotonic()
-                        r = evaluate(t, s.source, cfg)
-                        eval_time += time.monotonic() - t0
-                        evals += 1
-                        row["speedups"].append(r.speedup)
-                        row["raw"].append(r.timing.get("score_raw", 0.0) if r.success else 0.0)
-                        row["spread"] = r.timing.get("spread")
-                        row["flags"] = r.flags
-                        row["error"] = (r.error or "")[:200] or None
-                        row["wall_s"] = r.wall_s
-                    # Repeatability of the unrounded, uncapped score (the reported one is rounded toward 1).
-                    sp = [x for x in row["raw"] if x and x > 0]
-                    row["repeat_dev"] = round(max(sp) / min(sp) - 1, 4) if len(sp) == len(row["raw"]) else None
-                if a.part in ("all", "agree"):
-                    import dataclasses
+    if a.summarize:
+        print(json.dumps(summarize(a.summarize)["summary"], indent=1))
+        return
+    if a.out_dir is None:
+        ap.error("--out-dir is required")
+    a.out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = EvalConfig(device=a.device, reverify=False)
+    if a.budget_s is not None:
+        cfg = dataclasses.replace(cfg, budget_s=a.budget_s)
+    if a.correctness_trials is not None:
+        cfg = dataclasses.replace(cfg, correctness_trials=a.correctness_trials)
+    import torch
 
-                    long = evaluate(t, s.source, dataclasses.replace(cfg, budget_s=a.budget_s * a.long_factor))
-                    row["long_speedup"] = long.speedup
-                    long_raw = long.timing.get("score_raw") if long.success else None
-                    base = statistics.median(row["raw"]) if row["raw"] else None
-                    if base and long_raw:
-                        row["agree_dev"] = round(abs(base / long_raw - 1), 4)
-            except Exception:  # noqa: BLE001
-                row["error"] = traceback.format_exc()[-500:]
-            report["tasks"].append(row)
-            print(json.dumps(row), flush=True)
-    if a.part in ("all", "redteam"):
-        sm = next(t for t in load_suite("builtin", [1]) if t.name == "02_Softmax")
-        cpu_files = sorted((REDTEAM / "cpu").glob("*.py"))
-        if a.redteam_cpu != "all":
-            keep = set(a.redteam_cpu.split(","))
-            cpu_files = [f for f in cpu_files if f.stem in keep]
-        cuda_files = sorted((REDTEAM / "cuda").glob("*.py")) if a.device.startswith("cuda") else []
-        files = cuda_files + cpu_files
-        for f in files:
-            if time.monotonic() > t_stop:
-                report["stopped_early"] = True
-                break
-            if f.stem in ("infinite_loop", "host_oom", "leftover_children", "background_thread"):
-                continue  # these would hang or take down the naive in-process harness
-            src = f.read_text()
-            ours = evaluate(sm, src, cfg)
-            naive = run_naive_subprocess(sm.source, src, a.device)
-            row = {"candidate": f"{f.parent.name}/{f.stem}", "ours_speedup": ours.speedup, "ours_flags": ours.flags,
-                   "naive_correct": naive.get("correct"), "naive_speedup": naive.get("speedup")}
-            report["redteam"].append(row)
-            print(json.dumps(row), flush=True)
-    rows = [r for r in report["tasks"] if r.get("repeat_dev") is not None]
-    summary = {}
-    if rows:
-        summary["repeatability_within_2pct"] = round(sum(r["repeat_dev"] <= 0.02 for r in rows) / len(rows), 3)
-    ag = [r for r in report["tasks"] if r.get("agree_dev") is not None]
-    if ag:
-        summary["agreement_within_3pct"] = round(sum(r["agree_dev"] <= 0.03 for r in ag) / len(ag), 3)
-    if evals:
-        per_eval = eval_time / evals
-        summary.update(evals=evals, mean_eval_s=round(per_eval, 2), evals_per_gpu_hour=round(3600 / per_eval),
-                       vs_paper_30min_per_candidate=f"{1800 / per_eval:.0f}x faster")
-    report["summary"] = summary
-    md = ["| task | seed | raw scores (repeats) | max/min-1 | 10x run | dev | flags |", "|---|---|---|---|---|---|---|"]
-    for r in report["tasks"]:
-        md.append(f"| {r['task']} | {r['seed']} | {r['raw']} | {r.get('repeat_dev')} | {r.get('long_speedup')} "
-                  f"| {r.get('agree_dev')} | {', '.join(r.get('flags') or [])} |")
-    if report["redteam"]:
-        md += ["", "| red-team candidate | ours | our flags | naive event timer |", "|---|---|---|---|"]
-        for r in report["redteam"]:
-            md.append(f"| {r['candidate']} | {r['ours_speedup']} | {', '.join(r['ours_flags'])} | "
-                      f"{r['naive_speedup'] if r['naive_correct'] else '0 (failed check)'} |")
-    md += ["", "summary: " + json.dumps(summary)]
-    report["markdown"] = "\n".join(md)
-    print(report["markdown"])
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(report, indent=1))
-        Path(a.out).with_suffix(".md").write_text(report["markdown"] + "\n")
+    meta = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "host": platform.node(),
+            "device": a.device, "torch": torch.__version__, "evaluator": EVALUATOR_VERSION,
+            "gpu": torch.cuda.get_device_name(0) if a.device.startswith("cuda") else "cpu",
+            "settings": {k: v for k, v in dataclasses.asdict(cfg).items()
+                         if k in ("budget_s", "target_ci", "min_timing_s", "min_rounds", "correctness_trials",
+                                  "target_round_ms", "max_calls_per_round", "spread_threshold")},
+            "repeats": a.repeats, "long_factor": a.long_factor}
+    (a.out_dir / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    cands = candidates(a.device)
+    if a.only:
+        i, j = (int(x) if x else None for x in a.only.split(":"))
+        cands = cands[i:j]
+    t_stop = time.monotonic() + a.max_minutes * 60
+    for task, seed in cands:
+        if time.monotonic() > t_stop:
+            print(json.dumps({"stopped_early_before": task.key}), flush=True)
+            break
+        row = bench_task(task, seed, cfg, a.repeats, a.long_factor)
+        with open(a.out_dir / "rows.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+        m = task_metrics(row)
+        print(json.dumps({"task": task.key, "seed": seed.name, "scores": [x["score_raw"] for x in row["repeats"]],
+                          "long": (row.get("long") or {}).get("estimate"),
+                          "walls": [x["wall_s"] for x in row["repeats"]], "stops": [x["stop"] for x in row["repeats"]],
+                          "flags": sorted({f for x in row["repeats"] for f in x["flags"]}),
+                          **{k: round(v, 4) for k, v in m.items() if isinstance(v, float)},
+                          "error": row.get("error") or next((x["error"] for x in row["repeats"] if x["error"]), None)}),
+              flush=True)
+    print(json.dumps(summarize(a.out_dir)["summary"], indent=1))
 
 
 if __name__ == "__main__":

@@ -42,14 +42,16 @@ from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.sandbox import WorkerProcess, become_subreaper, child_pids, kill_orphans, scratch_dir
-from kernelrl.evaluation.stats import bucket_stats, round_toward_one
+from kernelrl.evaluation.stats import PairedStats, bucket_stats, paired_stats, round_toward_one
 from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
 from kernelrl.tasks.loader import Task
 
-EVALUATOR_VERSION = "kernelrl-eval-1"
-ROUND_MEMORY_BYTES = 2 * 1024**3
-_BEFORE: dict[int, set[int]] = {}  # per running evaluation: our children that existed before it started  # inputs + outputs a timing round may keep alive on the device
+# Version 2: the timed span holds only the forward calls (inputs staged and outputs digested around it, both
+# parent-timed and charged to the candidate when they take longer than the reference's); the score is the lower
+# bound of the interval of the median per-round ratio, with sequential stopping.
+EVALUATOR_VERSION = "kernelrl-eval-2"
+ROUND_MEMORY_BYTES = 2 * 1024**3  # inputs + outputs a timing round may keep alive on the device
 
 # Tolerances per dtype: elementwise |a-b| <= atol * max(1, rms(b)) + rtol * |b|, and ||a-b|| / ||b|| <= rel_norm.
 # The absolute part scales with the output's RMS: a legitimate reordering (a matrix chain evaluated right to left)
@@ -234,6 +236,14 @@ class _Session:
         self.cand_code_ran = False
         self.seed = self.rng.randrange(2**31)
         self.deadline = time.monotonic() + cfg.max_wall_s
+        self.before: set[int] = set()
+        self.phases: dict[str, float] = {}
+        self._t_mark = time.monotonic()
+
+    def mark(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + now - self._t_mark, 4)
+        self._t_mark = now
 
     # -- workers ------------------------------------------------------------------------------------------------
     def start_ref(self) -> None:
@@ -335,30 +345,51 @@ class _Session:
                 other.thaw()
         return elapsed, h, outs
 
-    def timed(self, worker: WorkerProcess, seeds: list[int], c: float, timeout: float, model: bool = True):
-        """One timed round on ``worker``: (seconds, reply). The parent's clock covers the whole command, input
-        generation included, so no work can be moved outside it; the other worker's tree is frozen meanwhile."""
-        other = self.cand if worker is self.ref else self.ref
-        if worker is self.ref:
-            worker.thaw()
-        if other is not None and other.alive():
-            other.freeze()
+    def round(self, worker: WorkerProcess, k: int, seed: int, dseed: int, timeout: float) -> dict:
+        """One side of a timing round, in three phases each timed by this process's clock: ``stage`` (inputs
+        drawn on the device, L2 evicted; harness), ``go`` (the k forward calls and a device-wide sync: the timed
+        span) and ``digest`` (outputs checked; harness). On the reference's turn the candidate's processes are
+        frozen and the device is first drained of any work the candidate left queued (``quiesce``, CUDA only; not
+        part of any timed phase). Returns {"stage", "go", "digest": seconds, "reply": the digest reply, "waited"}."""
+        is_ref = worker is self.ref
+        frozen = is_ref and self.cand is not None and self.cand.alive()
+        if is_ref:
+            worker.thaw()  # the candidate may have stopped it (when it shares our uid)
+        if frozen:
+            self.cand.freeze()
         try:
+            waited = 0.0
+            if is_ref and self.device.startswith("cuda"):
+                hq, _ = self._req(worker, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
+                                           "busy_s": self.cfg.quiesce_busy_us * 1e-6},
+                                  timeout=self._left(self.cfg.quiesce_limit_s + 60), harness=True)
+                waited = float(hq.get("waited_s") or 0.0)
             t0 = time.perf_counter()
-            h, _ = self._req(worker, {"cmd": "timed", "seeds": seeds, "dseed": int(c * 2**40), "model": model},
-                             timeout=timeout,
-                             harness=worker is self.ref)
-            elapsed = time.perf_counter() - t0
+            self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=is_ref)
+            t1 = time.perf_counter()
+            self._req(worker, {"cmd": "go"}, timeout=timeout, harness=is_ref)
+            t2 = time.perf_counter()
+            h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed}, timeout=timeout, harness=is_ref)
+            t3 = time.perf_counter()
         finally:
-            if other is not None and other.alive():
-                other.thaw()
-        return elapsed, h
+            if frozen and self.cand.alive():
+                self.cand.thaw()
+        return {"stage": t1 - t0, "go": t2 - t1, "digest": t3 - t2, "reply": h, "waited": waited}
 
-    def audit(self, round_seeds: list[int], round_no: int) -> None:
+    def ping(self) -> float:
+        """The fixed cost of an empty timed span on the trusted reference: the round trip of ``go`` with nothing
+        staged (and the device-wide sync)."""
+        tmo = self._left(60)
+        self._req(self.ref, {"cmd": "stage", "seed": 0, "k": 0}, timeout=tmo, harness=True)
+        t0 = time.perf_counter()
+        self._req(self.ref, {"cmd": "go"}, timeout=tmo, harness=True)
+        return time.perf_counter() - t0
+
+    def audit(self, k: int, round_no: int) -> None:
         """After the clock: the full outputs of one random call of the round just timed, from both workers,
         compared elementwise (a candidate that is exact only when it is fully checked, or precise enough only
         for the digest, is caught here)."""
-        i = self.rng.randrange(len(round_seeds))
+        i = self.rng.randrange(k)
         hr, ro = self._req(self.ref, {"cmd": "fetch", "index": i}, timeout=self._left(120), harness=True)
         try:
             hc, co = self._req(self.cand, {"cmd": "fetch", "index": i}, timeout=self._left(120))
@@ -389,7 +420,7 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     become_subreaper()
     before = set(child_pids())
     s = _Session(task_source, candidate_source, cfg, device, progress)
-    _BEFORE[id(s)] = before
+    s.before = before  # our children that existed before this evaluation started: never its orphans
     try:
         _protocol(s, result, baseline or {})
         if result.success and result.speedup > cfg.reverify_above and cfg.reverify:
@@ -422,51 +453,83 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
         if leftovers:
             result.flag("leftover-processes")
         shutil.rmtree(s.dir, ignore_errors=True)
-        _BEFORE.pop(id(s), None)
     if set(result.flags) & F.FATAL:
         result.speedup = 0.0
     result.wall_s = round(time.monotonic() - t_start, 3)
     return result
 
 
+@dataclass
+class _Calibration:
+    k: int  # forward calls per timing round
+    overhead: float  # seconds: fixed cost of an empty timed span (reference round trip + device sync)
+    ref_baseline: float  # seconds per call: the reference alone, before any candidate code existed
+    in_bytes: int
+    out_meta: list
+
+
 def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
-    cfg = s.cfg
+    """The phases of one evaluation (module docstring); each records its wall time in timing.phases_s."""
     s.start_ref()
+    s.mark("start")
     result.sandbox["network_isolated_ref"] = s.ref.network_isolated
-
-    # Clean reference baseline, before any candidate code exists; also picks k (calls per round).
-    counts, ts = s.fresh_inputs(1, variants=False)
-    _, h, outs = s.run(s.ref, counts, ts, timeout=s._left(cfg.max_wall_s))  # warm-up, output shapes
-    out_meta = [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs]
-    in_bytes = sum(x.numel() * x.element_size() for x in ts)
-    seeds = lambda n: [s.rng.randrange(2**31) for _ in range(n)]  # noqa: E731
-    s.timed(s.ref, seeds(1), 1.0, timeout=s._left(cfg.max_wall_s))
-    t1 = statistics.median(s.timed(s.ref, seeds(1), 1.0, timeout=s._left(cfg.max_wall_s))[0] for _ in range(3))
-    # (t1 is the whole round trip of one call: k is chosen so a round's wall time is about target_round_ms)
-    k = max(1, min(cfg.max_calls_per_round, int(cfg.target_round_ms / 1000 / max(t1, 1e-6))))
-    out_bytes = sum(math.prod(m[0]) * 8 for m in out_meta) + in_bytes  # a round keeps its k outputs alive
-    k = max(1, min(k, int(ROUND_MEMORY_BYTES / max(out_bytes, 1))))
-    base = [s.timed(s.ref, seeds(k), 1.0, timeout=s._left(cfg.max_wall_s))[1]["model_s"] for _ in range(5)]
-    ref_baseline = max(statistics.median(base), 1e-9) / k
-
-    # Candidate build (compile is off the timed path: load_inline/Triton build here, cached by source).
+    cal = _calibrate(s)
+    s.mark("calibrate")
     h = s.start_cand()
+    s.mark("build")
     result.sandbox.update(network_isolated=s.cand.network_isolated, uid=s.cand.uid)
     if h.get("ext_failures"):
         result.flag("extension-build-failed")
         result.compile_error = "; ".join(h["ext_failures"])[:2000]
     result.custom_kernel_built = bool(h.get("ext_builds")) and not h.get("ext_failures")
     result.executable = True
-    run_timeout = lambda n: s._left(max(cfg.min_timeout_s, cfg.timeout_factor * ref_baseline * n))  # noqa: E731
+    _correctness(s, result, cal)
+    s.mark("correctness")
+    st, info = _timing(s, result, cal)
+    s.mark("timing")
+    _post_checks(s, result, cal, st, info)
+    s.mark("post_checks")
+    result.timing["phases_s"] = s.phases
 
-    # Correctness on fresh, varied inputs; batched to amortise the round trip.
+
+def _calibrate(s: _Session) -> _Calibration:
+    """Clean reference baseline, before any candidate code exists: output shapes, the fixed cost of an empty
+    timed span, calls per round (k) and the reference's own time per call."""
+    cfg = s.cfg
+    counts, ts = s.fresh_inputs(1, variants=False)
+    _, _, outs = s.run(s.ref, counts, ts, timeout=s._left(cfg.max_wall_s))  # warm-up, output shapes
+    out_meta = [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs]
+    in_bytes = sum(x.numel() * x.element_size() for x in ts)
+    tmo = s._left(cfg.max_wall_s)
+    seed = lambda: s.rng.randrange(2**31)  # noqa: E731
+    for _ in range(2):  # warm-up of the round path itself (lazy library handles, allocator)
+        s.round(s.ref, 1, seed(), seed(), tmo)
+    overhead = min(s.ping() for _ in range(10))  # the smallest: subtracting less keeps ratios toward 1
+    t1 = statistics.median(s.round(s.ref, 1, seed(), seed(), tmo)["go"] for _ in range(3)) - overhead
+    k = max(1, min(cfg.max_calls_per_round, int(cfg.target_round_ms / 1000 / max(t1, 1e-6))))
+    out_bytes = sum(math.prod(m[0]) * 8 for m in out_meta) + in_bytes  # a round keeps its k sets alive
+    k = max(1, min(k, int(ROUND_MEMORY_BYTES / max(out_bytes, 1))))
+    base = [s.round(s.ref, k, seed(), seed(), tmo)["go"] for _ in range(5)]
+    ref_baseline = max(statistics.median(base) - overhead, 1e-9) / k
+    return _Calibration(k, overhead, ref_baseline, in_bytes, out_meta)
+
+
+def _run_timeout(s: _Session, cal: _Calibration, n: int) -> float:
+    return s._left(max(s.cfg.min_timeout_s, s.cfg.timeout_factor * cal.ref_baseline * n))
+
+
+def _correctness(s: _Session, result: EvalResult, cal: _Calibration) -> None:
+    """Fresh, varied inputs drawn by the reference and forwarded; every output compared in full. Batched to
+    amortise the round trip. Also records builds that happened at the first call (Triton JIT) and audits the
+    task (a reference whose output does not depend on its inputs)."""
+    cfg = s.cfg
     ref_outputs_seen: list[torch.Tensor] = []
-    done, batch = 0, max(1, min(k, 8))
+    done, batch, hc = 0, max(1, min(cal.k, 8)), {}
     while done < cfg.correctness_trials:
         n = min(batch, cfg.correctness_trials - done)
         c, t = s.fresh_inputs(n)
         _, hr, ro = s.run(s.ref, c, t, timeout=s._left(cfg.max_wall_s))
-        _, hc, co = s.run(s.cand, c, t, timeout=run_timeout(n))
+        _, hc, co = s.run(s.cand, c, t, timeout=_run_timeout(s, cal, n))
         st = hc.get("structure")
         if (not isinstance(st, list) or len(st) != n or not all(isinstance(x, int) and x >= 0 for x in st)
                 or sum(st) != len(co)):
@@ -483,7 +546,6 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
         if s.progress:
             s.progress(0.3 * done / cfg.correctness_trials, "correctness")
     result.correct = True
-    # Builds that happen at the first call (Triton JIT) or failed and fell back behind try/except meanwhile.
     try:
         builds, fails = list(hc.get("ext_builds") or []), [str(x) for x in hc.get("ext_failures") or []]
     except TypeError:
@@ -496,92 +558,100 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
     if len(ref_outputs_seen) >= 2 and all(torch.equal(ref_outputs_seen[0], o) for o in ref_outputs_seen[1:]):
         result.flag("task-input-independent")
 
-    # Paired, randomised timing rounds until the budget is spent; every round's outputs are checked.
-    stats, ref_times, cand_times, ratios = None, [], [], []
-    audits, audit_round = 0, s.rng.randrange(max(cfg.min_rounds, 1))  # at least one full audit per evaluation
-    for attempt in range(2):
-        ref_times, cand_times, ratios, unacc_r, unacc_c = [], [], [], [], []
-        t_end = time.monotonic() + cfg.budget_s
-        while (time.monotonic() < t_end or len(ratios) < cfg.min_rounds) and len(ratios) < cfg.max_rounds:
-            if time.monotonic() > s.deadline:
-                raise CandidateFailed("timeout", "evaluation exceeded its absolute wall-clock cap")
-            rs, c = seeds(k), s.rng.uniform(0.5, 2.0)
-            order = [s.ref, s.cand] if s.rng.random() < 0.5 else [s.cand, s.ref]
-            got = {}
-            for w in order:
-                tmo = s._left(cfg.max_wall_s) if w is s.ref else run_timeout(k)
-                got[w.role] = s.timed(w, rs, c, timeout=tmo)
-            (tr, hr), (tc, hc) = got["ref"], got["cand"]
-            bad = compare_digests(hr, hc)
-            if bad:
-                raise CandidateFailed("timing-mismatch", f"timing round {len(ratios) + 1}: {bad}")
-            if s.rng.random() < cfg.audit_fraction or len(ratios) == audit_round:
-                s.audit(rs, len(ratios) + 1)
-                audits += 1
-            # The reference's forward time comes from its own timer (trusted process: CUDA events, or a clock
-            # around each call), which leaves out the round's harness work (input generation, L2 flushes,
-            # digests, the round trip). The candidate's time comes ONLY from the parent's wall clock: its
-            # round minus the harness time the reference needed for the same round (the same code on the same
-            # shapes). Nothing the candidate's process reports about time enters the score, so a patched clock,
-            # timer or event gains nothing, and work hidden from any in-process timer stays on the clock.
-            mr = float(hr.get("model_s") or 0.0)
-            if not (mr > 0 and math.isfinite(mr)):
-                mr = tr
-            harness = max(tr - mr, 0.0)
-            mc = max(tc - harness, 0.05 * tc)
-            try:
-                reported = float(hc.get("model_s") or 0.0)
-            except (TypeError, ValueError):
-                reported = 0.0
-            ref_times.append(mr / k)
-            cand_times.append(mc / k)
-            unacc_r.append(harness)
-            unacc_c.append(tc - reported if math.isfinite(reported) else tc)
-            ratios.append(mr / mc)
-            if s.progress:
-                s.progress(0.3 + 0.7 * min(1.0, 1 - (t_end - time.monotonic()) / cfg.budget_s), "timing")
-        stats = bucket_stats(ratios, cfg.buckets)
-        # The forward times come from inside each worker (CUDA events / a clock bound before candidate code
-        # ran): precise, but the candidate's process could lie. The parent's wall clock covers the whole round;
-        # the time it cannot account for (input generation, L2 flushes, digests, the round trip: the same
-        # harness code on both sides) must be the same for both. More on the candidate's side means work
-        # hidden from its own timer (side streams, deferred work) or a patched timer.
-        # Information only (the score never uses the candidate's own account): how much more of its round the
-        # candidate's own timer leaves out than the reference's does (hidden work, or a timer that lies).
-        extra = statistics.median(unacc_c) - statistics.median(unacc_r)
-        allowed = (0.25 * statistics.median(cand_times) * k + 0.25 * abs(statistics.median(unacc_r))
-                   + cfg.unaccounted_floor_s)
-        if extra > allowed:
-            result.flag("unaccounted-time")
-        if stats.spread <= cfg.spread_threshold:
-            break
-    score = round_toward_one(stats.score)
 
-    ref_paired = statistics.median(ref_times)
-    cand_med = statistics.median(cand_times)
-    result.timing = stats.to_dict() | {
+WARMUP_ROUNDS = 2  # paired rounds run and checked but not counted (first-call effects of the round path)
+
+
+def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedStats, dict]:
+    """Paired, randomised rounds until the score's interval is tight enough (target_ci) or budget_s is spent.
+    Every round's outputs are digest-checked against the reference's for the same inputs; a random share of
+    rounds (at least one) is also audited elementwise after the clock."""
+    cfg, k = s.cfg, cal.k
+    go = {"ref": [], "cand": []}
+    harness = {"ref": [], "cand": []}
+    waits: list[float] = []
+    audits, audit_round = 0, s.rng.randrange(max(cfg.min_rounds, 1))
+    st, stop, n, t_start = None, "budget", 0, time.monotonic()
+    while True:
+        if time.monotonic() > s.deadline:
+            raise CandidateFailed("timeout", "evaluation exceeded its absolute wall-clock cap")
+        seed, dseed = s.rng.randrange(2**31), s.rng.randrange(2**40)
+        order = [s.ref, s.cand] if s.rng.random() < 0.5 else [s.cand, s.ref]
+        got = {}
+        for w in order:
+            tmo = s._left(cfg.max_wall_s) if w is s.ref else _run_timeout(s, cal, k)
+            got[w.role] = s.round(w, k, seed, dseed, tmo)
+        bad = compare_digests(got["ref"]["reply"], got["cand"]["reply"])
+        if bad:
+            raise CandidateFailed("timing-mismatch", f"timing round {n + 1}: {bad}")
+        if s.rng.random() < cfg.audit_fraction or n == audit_round:
+            s.audit(k, n + 1)
+            audits += 1
+        if got["ref"]["waited"]:
+            waits.append(got["ref"]["waited"])
+        n += 1
+        if n <= WARMUP_ROUNDS:
+            t_start = time.monotonic()
+            continue
+        for role in ("ref", "cand"):
+            go[role].append(got[role]["go"])
+            harness[role].append(got[role]["stage"] + got[role]["digest"])
+        m = n - WARMUP_ROUNDS
+        elapsed = time.monotonic() - t_start
+        if s.progress:
+            s.progress(0.3 + 0.7 * min(1.0, elapsed / max(cfg.budget_s, 1e-9)), "timing")
+        if m < cfg.min_rounds:
+            continue
+        if m >= cfg.max_rounds:
+            stop = "max_rounds"
+            break
+        if elapsed >= cfg.budget_s:
+            stop = "budget"
+            break
+        if cfg.target_ci > 0 and elapsed >= cfg.min_timing_s and m % 2 == 0:
+            st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, cal.overhead)
+            if st.rel_halfwidth <= cfg.target_ci:
+                stop = "interval"
+                break
+    st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, cal.overhead)
+    ratios = [r / c for r, c in zip(go["ref"], go["cand"]) if c > 0]
+    info = {"stop": stop, "timing_s": round(time.monotonic() - t_start, 3), "audits": audits,
+            "quiesce_wait_ms_max": round(max(waits, default=0.0) * 1e3, 3),
+            "quiesce_wait_ms_median": round(statistics.median(waits) * 1e3, 3) if waits else 0.0,
+            "ref_harness_ms": round(statistics.median(harness["ref"]) * 1e3, 4),
+            "cand_harness_ms": round(statistics.median(harness["cand"]) * 1e3, 4),
+            **bucket_stats(ratios, cfg.buckets).to_dict()}
+    return st, info
+
+
+def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedStats, info: dict) -> None:
+    """Score and flags: the interval's lower bound rounded toward 1; harness excess, interval width,
+    interference against the reference's clean baselines, the task audit and the bandwidth floor."""
+    cfg, k = s.cfg, cal.k
+    score = round_toward_one(st.score)
+    result.timing = st.to_dict() | info | {
         "calls_per_round": k,
-        "audits": audits,
-        "ref_median_ms": round(ref_paired * 1e3, 5),
-        "cand_median_ms": round(cand_med * 1e3, 5),
-        "ref_baseline_ms": round(ref_baseline * 1e3, 5),
-        "discarded": stats.spread > cfg.spread_threshold,
-        "unaccounted_extra_ms": round(extra * 1e3, 4),
+        "overhead_ms": round(cal.overhead * 1e3, 5),
+        "ref_baseline_ms": round(cal.ref_baseline * 1e3, 6),
     }
-    if stats.spread > cfg.spread_threshold:
+    # Work moved out of the timed span (charged already; the flag says it happened, beyond noise).
+    if st.charge_per_call > max(3 * st.excess_se_per_call, 0.01 * st.cand_per_call):
+        result.flag("harness-time-excess")
+    if st.rel_halfwidth > cfg.spread_threshold:
         result.flag("unstable-timing")
-        score = min(score, 1.0)
     # Interference: the paired reference against its clean times, measured before the candidate existed and
-    # again after the rounds with the candidate frozen and its orphans killed. A machine that got slower on its
-    # own slows the second baseline too; a candidate that loaded the device slows only the paired rounds.
+    # again now with the candidate frozen and its orphans killed. A machine that got slower on its own slows the
+    # second baseline too; a candidate that loaded the device slows only the paired rounds.
     s.cand.freeze()
-    if kill_orphans({w.pid for w in (s.ref, s.cand)} | _BEFORE.get(id(s), set())):
+    if kill_orphans({w.pid for w in (s.ref, s.cand)} | s.before):
         result.flag("leftover-processes")
-    post = [s.timed(s.ref, seeds(k), 1.0, timeout=s._left(cfg.max_wall_s))[1]["model_s"] for _ in range(3)]
+    seed = lambda: s.rng.randrange(2**31)  # noqa: E731
+    post = [s.round(s.ref, k, seed(), seed(), s._left(cfg.max_wall_s))["go"] for _ in range(3)]
     s.cand.thaw()
-    ref_post = max(statistics.median(post), 1e-9) / k
-    result.timing["ref_post_baseline_ms"] = round(ref_post * 1e3, 5)
-    if ref_paired > cfg.interference_factor * max(ref_baseline, ref_post) and score > 1.0:
+    ref_post = max(statistics.median(post) - cal.overhead, 1e-9) / k
+    slowdown = st.ref_per_call / max(cal.ref_baseline, ref_post)
+    result.timing.update(ref_post_baseline_ms=round(ref_post * 1e3, 6), ref_slowdown=round(slowdown, 4))
+    if slowdown > cfg.interference_factor and score > 1.0:
         result.flag("reference-slowed")
     if "task-input-independent" in result.flags:
         score = min(score, 1.0)
@@ -589,11 +659,11 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
         hb, _ = s._req(s.ref, {"cmd": "bandwidth"}, timeout=s._left(60), harness=True)
         bw = hb.get("bytes_per_s")
         if bw:
-            min_bytes = in_bytes + sum(
-                math.prod(m[0]) * torch.empty(0, dtype=getattr(torch, m[1])).element_size() for m in out_meta)
+            min_bytes = cal.in_bytes + sum(
+                math.prod(m[0]) * torch.empty(0, dtype=getattr(torch, m[1])).element_size() for m in cal.out_meta)
             floor_s = min_bytes / bw
             result.timing["speed_of_light_ms"] = round(floor_s * 1e3, 6)
-            if cand_med < 0.5 * floor_s:
+            if st.cand_per_call < 0.5 * floor_s:
                 result.flag("faster-than-light")
     result.speedup = score
 

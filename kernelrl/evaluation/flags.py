@@ -23,12 +23,13 @@ FLAGS: dict[str, str] = {
     # timing integrity
     "reference-slowed": "the reference ran markedly slower beside the candidate than in its clean baseline "
     "(background load, leftover queued work, interference)",
-    "unaccounted-time": "the candidate's own forward timer reports markedly less than the parent's wall clock saw "
-    "(work hidden on a side stream or deferred, or a patched timer); information: the score is taken from the "
-    "parent's clock, never from the candidate's report",
+    "harness-time-excess": "the candidate spent markedly longer than the reference in the harness phases around "
+    "the timed span (staging its inputs, digesting its outputs): work moved out of the timed span, or a patched "
+    "harness. The excess was charged to its time (the score includes it); information",
     "faster-than-light": "the candidate's time is below the task's minimum bytes over the device's measured bandwidth",
     "reverify-mismatch": "a re-measurement in fresh processes disagreed with the first beyond tolerance",
-    "unstable-timing": "bucket means spread beyond the threshold twice: the speed claim is discarded (capped at 1.0)",
+    "unstable-timing": "the score's interval stayed wider than spread_threshold when the timing budget ran out; "
+    "information: the score is the interval's lower bound either way",
     "leftover-processes": "the candidate left processes running after it finished (they were killed)",
     "reference-disturbed": "the reference failed or timed out after the candidate ran (device memory held, device "
     "left broken): scored 0",
@@ -51,7 +52,7 @@ FATAL = {
     "reverify-mismatch", "reference-disturbed", "evaluation-failed",
 }
 
-CAPPED = {"unstable-timing", "task-input-independent"}
+CAPPED = {"task-input-independent"}
 
 
 def describe(flag: str) -> str:

@@ -5,7 +5,8 @@
 It answers the parent's commands over the channel (``kernelrl.evaluation.ipc``). Anything here can be patched
 by a hostile candidate living in the same process, so the parent trusts nothing it says except the bytes it
 returns and *when* they arrive: the parent holds the clock, compares outputs, and never unpickles.
-Commands: load, load_state, inputs (reference only), run, timed, fetch, echo, bandwidth.
+Commands: load, load_state, inputs (reference only), run (correctness), stage / go / digest (one timing round in
+three parent-timed phases), quiesce (reference only), fetch (audit), echo, bandwidth.
 """
 
 from __future__ import annotations
@@ -74,9 +75,15 @@ def _device() -> torch.device:
     return torch.device(STATE.get("device", "cpu"))
 
 
+# Bound before any candidate code runs, like _perf: a candidate that replaces torch.cuda.synchronize with a no-op
+# does not change what this harness waits for (it can still patch this module; then its deferred work lands in
+# the parent-timed harness phases and is charged to it).
+_cuda_sync = getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchronize
+
+
 def _sync() -> None:
     if _device().type == "cuda":
-        torch.cuda.synchronize()  # the whole device, not a stream
+        _cuda_sync()  # the whole device (every stream of this process), not one stream
 
 
 def _flatten_outputs(out) -> list[torch.Tensor]:
@@ -493,46 +500,78 @@ def _l2_flush_buffer(dev: torch.device):
     return STATE["flush"]
 
 
-def cmd_timed(h, _tensors):
-    """One timing round, all inside the parent's clock: draw k input sets on the device from the round seed,
-    evict the L2 before every forward call, digest every output, synchronise the device. With model=False
-    (reference worker only) it does everything but the forward calls: the overhead subtracted from both."""
+def _probe_latency_s(dev: torch.device) -> float:
+    """Host-visible latency of one tiny kernel: a few microseconds on an idle GPU; a time slice or more while
+    another process's work is still queued or running on it (contexts time-slice the device)."""
+    buf = STATE.get("probe_buf")
+    if buf is None:
+        buf = STATE["probe_buf"] = torch.zeros(1, device=dev)
+    t0 = _perf()
+    buf.add_(1)
+    _sync()
+    return _perf() - t0
+
+
+def cmd_quiesce(h, _tensors):
+    """Reference worker, before its timed phases (the candidate is frozen): wait, up to ``limit_s``, until a tiny
+    kernel runs at idle latency (``busy_s``), so GPU work the candidate left queued (a frozen process's kernels
+    keep running) drains before the reference's clock starts instead of slowing it. The waits are reported."""
     dev = _device()
-    model = STATE["model"]
+    if dev.type != "cuda":
+        return {"ok": True, "probe_s": 0.0, "waited_s": 0.0}, []
+    limit_s, busy_s = float(h.get("limit_s", 2.0)), float(h.get("busy_s", 0.0005))
+    t_start = _perf()
+    lat = _probe_latency_s(dev)
+    while lat > busy_s and _perf() - t_start < limit_s:
+        time.sleep(0.0002)
+        lat = _probe_latency_s(dev)
+    return {"ok": True, "probe_s": lat, "waited_s": _perf() - t_start}, []
+
+
+def cmd_stage(h, _tensors):
+    """Timing round, phase 1 (harness, outside the timed span): draw k input sets on the device from the round
+    seed (one batched draw per input), evict the L2 once, synchronise. The parent times this phase in both
+    workers and charges the candidate whatever it spends here beyond the reference (work done while it already
+    knows the inputs). k=0 stages nothing: the next ``go`` then measures the fixed cost of an empty timed span."""
+    dev = _device()
+    k = int(h["k"])
+    STATE["staged"] = _generate(STATE["template"], int(h["seed"]), dev, k) if k else []
+    STATE["round_outs"] = []
     flush = _l2_flush_buffer(dev)
-    k = len(h["seeds"])
-    sets = _generate(STATE["template"], h["seeds"][0], dev, k)
-    outs, structure, events, model_s = [], [], [], 0.0
-    cuda = dev.type == "cuda"
+    if flush is not None:
+        flush.zero_()
+    _sync()
+    return {"ok": True}, []
+
+
+def cmd_go(h, _tensors):
+    """Timing round, phase 2, the only span the score uses: the forward calls on the staged inputs, then a
+    device-wide synchronisation. Nothing else runs here (no input generation, cache flush, digest or timer), so
+    the parent's clock around this command is the model's time plus one round trip that both workers share."""
+    model = STATE["model"]
+    sets = STATE.pop("staged", [])
+    outs = []
     with torch.no_grad():
         for inputs in sets:
-            if flush is not None:
-                flush.zero_()
-            if not h.get("model", True):
-                res = STATE["last_out"]
-            elif cuda:
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                res = _flatten_outputs(model(*inputs))
-                end.record()
-                events.append((start, end))
-            else:
-                t0 = _perf()
-                res = _flatten_outputs(model(*inputs))
-                model_s += _perf() - t0
-            outs.append(res)
-            structure.append(len(res))
-    if h.get("model", True) and outs:
+            outs.append(model(*inputs))
+    _sync()
+    STATE["round_outs"] = outs
+    return {"ok": True, "n": len(outs)}, []
+
+
+def cmd_digest(h, _tensors):
+    """Timing round, phase 3 (harness, after the clock): check and digest every output of the round with weights
+    drawn from a seed sent only now (unknown while the outputs were computed). The parent times this phase too
+    (work deferred past the timed span lands here and is charged) and compares the digests with the
+    reference's for the same inputs."""
+    outs = [_flatten_outputs(o) for o in STATE.get("round_outs") or []]
+    STATE["round_outs"] = outs
+    if outs:
         STATE["last_out"] = outs[-1]
     digests = _digest_round(outs, int(h["dseed"]))
     _sync()
-    STATE["round_outs"] = outs if h.get("model", True) else []
-    if events:
-        model_s = sum(a.elapsed_time(b) for a, b in events) / 1000
-    # model_s is this process's own account of its forward time (precise, but a candidate could lie about it);
-    # the parent checks it against its own wall clock for the whole round (unaccounted-time).
-    return {"ok": True, "digests": digests, "structure": structure, "metas": [_metas(r) for r in outs],
-            "model_s": model_s}, []
+    return {"ok": True, "digests": digests, "structure": [len(r) for r in outs],
+            "metas": [_metas(r) for r in outs]}, []
 
 
 def cmd_fetch(h, _tensors):
@@ -545,8 +584,9 @@ def cmd_fetch(h, _tensors):
     return {"ok": True, "structure": [len(outs[i])]}, [t.detach() for t in outs[i]]
 
 
-HANDLERS = {"timed": cmd_timed, "fetch": cmd_fetch, "load": cmd_load, "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
-            "echo": cmd_echo, "bandwidth": cmd_bandwidth}
+HANDLERS = {"load": cmd_load, "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run, "stage": cmd_stage,
+            "go": cmd_go, "digest": cmd_digest, "quiesce": cmd_quiesce, "fetch": cmd_fetch, "echo": cmd_echo,
+            "bandwidth": cmd_bandwidth}
 
 
 def main() -> None:

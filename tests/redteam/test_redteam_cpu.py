@@ -19,7 +19,10 @@ HONEST_BOUND = 30.0  # honest torch.softmax vs the written-out reference is 4-12
 # skips the work would be far above
 
 FAIL, HONEST = "fail", "honest"
-NOISE_FLAGS = {"unaccounted-time", "reference-slowed"}
+NOISE_FLAGS = {"reference-slowed"}
+# Tricks that still compute the real answer somewhere the parent times: they must not score markedly above the
+# honest candidate measured in the same session (CPU timing here is noisy: 50% slack).
+BOUNDED = {"precompute_while_staging", "defer_to_digest", "patch_worker_timer", "patch_clocks", "background_thread"}
 EXPECT: dict[str, tuple[str, set[str]]] = {
     "honest": (HONEST, set()),
     "cache_by_address": (FAIL, {"wrong-output", "timing-mismatch"}),
@@ -38,6 +41,9 @@ EXPECT: dict[str, tuple[str, set[str]]] = {
     "uninitialised_output": (FAIL, {"wrong-output", "non-finite"}),
     "lazy_subclass": (FAIL, {"output-subclass"}),
     "patch_harness_inputs": (FAIL, {"timing-mismatch", "wrong-output"}),
+    # Work moved out of the timed span into the parent-timed harness phases is charged to the candidate.
+    "precompute_while_staging": (HONEST, {"harness-time-excess"}),
+    "defer_to_digest": (HONEST, {"harness-time-excess"}),
     "infinite_loop": (FAIL, {"timeout"}),
     "segfault": (FAIL, {"crashed"}),
     "host_oom": (FAIL, {"out-of-memory", "runtime-error", "crashed"}),
@@ -61,12 +67,19 @@ def task():
     return get_task("02_Softmax")
 
 
+@pytest.fixture(scope="module")
+def honest_score(task):
+    res = evaluate(task, (HERE / "honest.py").read_text(), CFG)
+    assert res.success, res.error
+    return res.speedup
+
+
 def test_every_candidate_has_an_expectation():
     assert {p.stem for p in HERE.glob("*.py")} == set(EXPECT)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECT))
-def test_redteam_candidate(name, task, monkeypatch):
+def test_redteam_candidate(name, task, honest_score, monkeypatch):
     # Secrets in the evaluating process must never reach the candidate.
     monkeypatch.setenv("KERNELRL_STORE_URL", "postgresql+psycopg2://u:planted-secret@127.0.0.1:5432/x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "planted-secret")
@@ -86,6 +99,8 @@ def test_redteam_candidate(name, task, monkeypatch):
             assert fatal <= allowed | NOISE_FLAGS and res.speedup == 0.0, info
         else:
             assert res.success and 0 < res.speedup <= HONEST_BOUND, info
+            if name in BOUNDED:
+                assert res.speedup <= 1.5 * honest_score + 0.3, f"{info} (honest: {honest_score})"
         for f in allowed - FATAL - NOISE_FLAGS:
             assert f in res.flags, info
     assert wall < 60, f"{name} took {wall:.0f}s"

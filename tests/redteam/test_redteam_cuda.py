@@ -11,13 +11,20 @@ from kernelrl.evaluation import FATAL, evaluate
 from kernelrl.tasks import get_task
 
 HERE = Path(__file__).parent / "cuda"
-HONEST_BOUND = 20.0
+HONEST_SOFTMAX = Path(__file__).parent / "cpu" / "honest.py"
 FAIL, HONEST = "fail", "honest"
+# Candidates whose real work is one torch.softmax (or more): a trick that works shows up as a score above what the
+# honest softmax earns in the same session. Bound: 10% (plus 0.05) over the honest score.
+SOFTMAX_WORK = {"patch_sync_and_events", "leave_work_queued", "l2_persistence", "cudnn_flags", "side_stream",
+                "honest_cuda_graph"}
 EXPECT = {
     # The device-wide sync counts side-stream work: it earns no more than its real (here: 20x) work.
     "side_stream": (HONEST, set()),
+    # A no-op synchronize leaves the work for the parent-timed digest phase, where it is charged.
     "patch_sync_and_events": (HONEST, set()),
     "gpu_background_load": (HONEST, {"reference-slowed", "timeout"}),
+    # Junk queued past its own turn is drained before the reference is timed (quiesce).
+    "leave_work_queued": (HONEST, {"reference-slowed"}),
     "tf32_precision": (FAIL, {"wrong-output"}),
     "gpu_oom": (FAIL, {"out-of-memory", "runtime-error"}),
     "illegal_address": (FAIL, {"crashed", "runtime-error"}),
@@ -25,24 +32,37 @@ EXPECT = {
     "l2_persistence": (HONEST, {"reference-slowed"}),
     "cudnn_flags": (HONEST, set()),
 }
-CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=300,
-                 spread_threshold=10.0)
+CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=300)
+
+
+@pytest.fixture(scope="module")
+def honest_score():
+    res = evaluate(get_task("02_Softmax"), HONEST_SOFTMAX.read_text(), CFG)
+    print(f"honest softmax: speedup={res.speedup} flags={res.flags} timing={res.timing}")
+    assert res.success and res.speedup > 0, res.error
+    return res.speedup
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(EXPECT))
-def test_redteam_cuda(name):
+def test_redteam_cuda(name, honest_score):
     kind, allowed = EXPECT[name]
     res = evaluate(get_task("02_Softmax"), (HERE / f"{name}.py").read_text(), CFG)
     fatal = set(res.flags) & FATAL
-    info = f"{name}: success={res.success} speedup={res.speedup} flags={res.flags} error={(res.error or '')[:300]}"
+    t = res.timing
+    info = (f"{name}: success={res.success} speedup={res.speedup} (honest {honest_score}) flags={res.flags} "
+            f"ci=[{t.get('ci_low')}, {t.get('ci_high')}] charge_ms={t.get('harness_charge_ms')} "
+            f"ref_slowdown={t.get('ref_slowdown')} quiesce_max_ms={t.get('quiesce_wait_ms_max')} "
+            f"error={(res.error or '')[:300]}")
     print(info)
     if kind == FAIL:
         assert not res.success and fatal & allowed, info
     elif fatal:
         assert fatal <= allowed and res.speedup == 0.0, info
     else:
-        assert res.success and 0 < res.speedup <= HONEST_BOUND, info
+        assert res.success and res.speedup > 0, info
+        if name in SOFTMAX_WORK:
+            assert res.speedup <= max(1.1 * honest_score, honest_score + 0.05), info
 
 
 def test_every_cuda_candidate_has_an_expectation():
