@@ -189,7 +189,8 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out-dir", type=Path, default=None)
     ap.add_argument("--summarize", type=Path, default=None, help="Only write summary.json/table.md of a folder.")
-    ap.add_argument("--only", default="", help="A slice i:j of the candidate list (split a run over calls).")
+    ap.add_argument("--only", default="", help="A slice i:j of the candidate list (split a run over calls), or a "
+                    "comma list of indices.")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=None, help="Timing cap per evaluation (default: EvalConfig).")
     ap.add_argument("--correctness-trials", type=int, default=None)
@@ -218,9 +219,11 @@ def main() -> None:
             "repeats": a.repeats, "long_factor": a.long_factor}
     (a.out_dir / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     cands = candidates(a.device)
-    if a.only:
+    if ":" in a.only:
         i, j = (int(x) if x else None for x in a.only.split(":"))
         cands = cands[i:j]
+    elif a.only:
+        cands = [cands[int(x)] for x in a.only.split(",")]
     t_stop = time.monotonic() + a.max_minutes * 60
     for task, seed in cands:
         if time.monotonic() > t_stop:
