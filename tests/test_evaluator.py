@@ -387,7 +387,8 @@ def test_weights_are_copied_from_reference_and_result_contract():
                 "custom_kernel_built", "compile_error", "wall_s"):
         assert key in d
     assert d["executable"] and d["correct"] and d["device_type"] == "cpu"
-    for key in ("rounds", "bucket_means", "spread", "ref_median_ms", "cand_median_ms"):
+    for key in ("rounds", "bucket_means", "estimate", "ci_low", "ci_high", "score_raw", "ref_median_ms",
+                    "cand_median_ms", "harness_charge_ms", "stop", "phases_s"):
         assert key in d["timing"]
     assert d["timing"]["audits"] >= 1
 
