@@ -85,6 +85,16 @@ class EvalConfig:
         2.0, help="CUDA: the longest the reference waits for the device to drain before it is timed anyway (the "
         "wait is recorded; a longer backlog then shows up as reference-slowed).")
     threads: int = knob(1, help="CPU threads per worker (OMP_NUM_THREADS): identical for reference and candidate.")
+    pin_cpu: bool = knob(
+        True, help="Pin both workers of an evaluation to one CPU core (they never run at once): launch-bound GPU "
+        "kernels and CPU kernels are then timed on the same core, not on whichever cores the OS picked for two "
+        "processes (seen on an H100 host: the same launch-bound candidate 14-27 us per call across processes).")
+    spare_workers: int = knob(
+        -1, help="Keep this many worker processes per role started ahead (torch imported, device context made; no "
+        "task or candidate code) for the next evaluation: saves ~4 s of start-up per evaluation on an H100 host. "
+        "Each is used by one evaluation only. -1: 1 on CUDA, 0 on CPU (where a background start would compete with "
+        "the timing for the cores); 0: start workers when needed.")
+    keep_rounds: bool = knob(False, help="Keep every round's raw parent-clock times in timing.rounds_raw (analysis).")
     drop_privileges: bool = knob(
         True, help="When root, run the candidate under a fresh unprivileged uid of its own: it cannot signal or "
         "read the reference or the parent, and everything it starts is found by that uid and killed.")

@@ -41,8 +41,10 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
-from kernelrl.evaluation.sandbox import WorkerProcess, become_subreaper, child_pids, kill_orphans, scratch_dir
+from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, kill_orphans, pick_core,
+                                         scratch_dir)
 from kernelrl.evaluation.stats import PairedStats, bucket_stats, paired_stats, round_toward_one
+from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
 from kernelrl.tasks.loader import Task
@@ -192,23 +194,28 @@ def compare(ref: list[torch.Tensor], cand: list[torch.Tensor], ref_structure, ca
             if not torch.equal(r, c):
                 return "wrong-output", f"output {i}: integer/bool values differ ({int((r != c).sum())} elements)"
             continue
-        rf, cf = r.double(), c.double()
-        ref_finite = torch.isfinite(rf)
-        if not torch.equal(ref_finite, torch.isfinite(cf)):
+        # float32 arithmetic for float32/16/bf16 outputs (exact upcasts; the difference of two close float32
+        # values is exact): no float64 copies of outputs that can be gigabytes. float64 outputs stay float64.
+        work = torch.float64 if r.dtype == torch.float64 else torch.float32
+        rf, cf = r.to(work), c.to(work)
+        ref_finite, cand_finite = torch.isfinite(rf), torch.isfinite(cf)
+        all_finite = bool(ref_finite.all())
+        if not torch.equal(ref_finite, cand_finite):
             return "non-finite", f"output {i}: NaN/inf where the reference has finite values (or vice versa)"
-        if not torch.equal(rf[~ref_finite].nan_to_num(), cf[~ref_finite].nan_to_num()):
-            return "wrong-output", f"output {i}: non-finite values differ"
-        rf, cf = rf[ref_finite], cf[ref_finite]
+        if not all_finite:
+            if not torch.equal(rf[~ref_finite].nan_to_num(), cf[~ref_finite].nan_to_num()):
+                return "wrong-output", f"output {i}: non-finite values differ"
+            rf, cf = rf[ref_finite], cf[ref_finite]
         atol, rtol, rel_norm = TOLERANCES.get(r.dtype, TOLERANCES[torch.float32])
-        diff = (rf - cf).abs()
-        scale = max(1.0, float(rf.norm()) / math.sqrt(max(rf.numel(), 1)))
-        bad = diff > atol * scale + rtol * rf.abs()
+        diff = (rf - cf).abs_()
+        denom = float(torch.linalg.vector_norm(rf, dtype=torch.float64))
+        scale = max(1.0, denom / math.sqrt(max(rf.numel(), 1)))
+        bad = diff > rf.abs().mul_(rtol).add_(atol * scale)
         if bool(bad.any()):
             j = int(bad.nonzero()[0, 0])
             return "wrong-output", (f"output {i}: {int(bad.sum())}/{rf.numel()} elements out of tolerance "
-                                    f"(first: got {float(cf[j]):.6g}, expected {float(rf[j]):.6g})")
-        denom = float(rf.norm())
-        num = float((rf - cf).norm())
+                                    f"(first: got {float(cf.reshape(-1)[j]):.6g}, expected {float(rf.reshape(-1)[j]):.6g})")
+        num = float(torch.linalg.vector_norm(diff, dtype=torch.float64))
         if denom > 0 and num / denom > rel_norm:
             return "wrong-output", f"output {i}: relative error norm {num / denom:.3g} > {rel_norm:g}"
         if denom == 0 and num > atol * math.sqrt(max(rf.numel(), 1)):
@@ -237,6 +244,8 @@ class _Session:
         self.seed = self.rng.randrange(2**31)
         self.deadline = time.monotonic() + cfg.max_wall_s
         self.before: set[int] = set()
+        self.cpus = pick_core(device) if cfg.pin_cpu else None
+        self.spares_used = 0
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
 
@@ -249,14 +258,22 @@ class _Session:
     def start_ref(self) -> None:
         # Both processes start now (interpreter + torch import in parallel); the candidate's code is loaded
         # only after the reference's clean baseline has been measured.
-        self.cand = WorkerProcess("cand", device=self.device, cache_dir=self.cand_cache,
-                                  mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
-                                  drop_privileges=self.cfg.drop_privileges, module_source=self.cand_source)
-        self.ref = WorkerProcess("ref", device=self.device, cache_dir=self.ref_cache,
-                                 mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
-                                 module_source=self.task_source)
+        common = dict(device=self.device, mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
+                      drop_privileges=self.cfg.drop_privileges, cpus=self.cpus)
+        n_spares = self.cfg.spare_workers if self.cfg.spare_workers >= 0 else int(self.device.startswith("cuda"))
+        SPARES.per_key = max(SPARES.per_key, n_spares)
+        use_spares = n_spares > 0
+        for role, source, cache in (("cand", self.cand_source, self.cand_cache), ("ref", self.task_source,
+                                                                                  self.ref_cache)):
+            w = SPARES.take(role, common) if use_spares else None
+            if w is not None:
+                w.assign(source, cache)
+                self.spares_used += 1
+            else:
+                w = WorkerProcess(role, cache_dir=cache, module_source=source, **common)
+            setattr(self, role, w)
         h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),
-                                        "device": self.device, "seed": self.seed, "train_mode": self.cfg.train_mode},
+                                        "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed, "train_mode": self.cfg.train_mode},
                              timeout=self.cfg.max_wall_s, harness=True)
         self.init_inputs = h["init_inputs"]
         self.template = h["template"]
@@ -266,7 +283,7 @@ class _Session:
         self.cand_code_ran = True
         try:
             h, _ = self.cand.request({"cmd": "load", "role": "cand", "path": str(self.cand.module_path),
-                                      "device": self.device, "seed": self.seed, "train_mode": self.cfg.train_mode,
+                                      "cache_dir": str(self.cand.cache_dir), "device": self.device, "seed": self.seed, "train_mode": self.cfg.train_mode,
                                       "init_inputs": self.init_inputs, "template": self.template}, timeout=self._left(self.cfg.compile_timeout_s))
         except Timeout:
             raise CandidateFailed("timeout", "building ModelNew timed out", executable=False) from None
@@ -348,22 +365,27 @@ class _Session:
     def round(self, worker: WorkerProcess, k: int, seed: int, dseed: int, timeout: float) -> dict:
         """One side of a timing round, in three phases each timed by this process's clock: ``stage`` (inputs
         drawn on the device, L2 evicted; harness), ``go`` (the k forward calls and a device-wide sync: the timed
-        span) and ``digest`` (outputs checked; harness). On the reference's turn the candidate's processes are
-        frozen and the device is first drained of any work the candidate left queued (``quiesce``, CUDA only; not
-        part of any timed phase). Returns {"stage", "go", "digest": seconds, "reply": the digest reply, "waited"}."""
+        span) and ``digest`` (outputs checked; harness). Both sides are treated alike: the other worker's
+        processes are frozen meanwhile, and on CUDA the worker first waits until the device has drained any work
+        the other left queued (``quiesce``, before and outside the timed phases; it also takes the GPU's
+        context switch off the clock). Returns {"stage", "go", "digest": seconds, "reply": the digest reply,
+        "waited": seconds spent draining}."""
         is_ref = worker is self.ref
-        frozen = is_ref and self.cand is not None and self.cand.alive()
-        if is_ref:
-            worker.thaw()  # the candidate may have stopped it (when it shares our uid)
+        other = self.cand if is_ref else self.ref
+        frozen = other is not None and other.alive()
+        worker.thaw()  # the reference: the candidate may have stopped it (when it shares our uid)
         if frozen:
-            self.cand.freeze()
+            other.freeze()
         try:
             waited = 0.0
-            if is_ref and self.device.startswith("cuda"):
+            if self.device.startswith("cuda"):
                 hq, _ = self._req(worker, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
                                            "busy_s": self.cfg.quiesce_busy_us * 1e-6},
-                                  timeout=self._left(self.cfg.quiesce_limit_s + 60), harness=True)
-                waited = float(hq.get("waited_s") or 0.0)
+                                  timeout=self._left(self.cfg.quiesce_limit_s + 60), harness=is_ref)
+                try:
+                    waited = float(hq.get("waited_s") or 0.0) if is_ref else 0.0
+                except (TypeError, ValueError):
+                    waited = 0.0
             t0 = time.perf_counter()
             self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=is_ref)
             t1 = time.perf_counter()
@@ -372,8 +394,8 @@ class _Session:
             h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed}, timeout=timeout, harness=is_ref)
             t3 = time.perf_counter()
         finally:
-            if frozen and self.cand.alive():
-                self.cand.thaw()
+            if frozen and other.alive():
+                other.thaw()
         return {"stage": t1 - t0, "go": t2 - t1, "digest": t3 - t2, "reply": h, "waited": waited}
 
     def ping(self) -> float:
@@ -490,6 +512,7 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
     _post_checks(s, result, cal, st, info)
     s.mark("post_checks")
     result.timing["phases_s"] = s.phases
+    result.timing["spare_workers_used"] = s.spares_used
 
 
 def _calibrate(s: _Session) -> _Calibration:
@@ -505,10 +528,13 @@ def _calibrate(s: _Session) -> _Calibration:
     for _ in range(2):  # warm-up of the round path itself (lazy library handles, allocator)
         s.round(s.ref, 1, seed(), seed(), tmo)
     overhead = min(s.ping() for _ in range(10))  # the smallest: subtracting less keeps ratios toward 1
-    t1 = statistics.median(s.round(s.ref, 1, seed(), seed(), tmo)["go"] for _ in range(3)) - overhead
-    k = max(1, min(cfg.max_calls_per_round, int(cfg.target_round_ms / 1000 / max(t1, 1e-6))))
     out_bytes = sum(math.prod(m[0]) * 8 for m in out_meta) + in_bytes  # a round keeps its k sets alive
-    k = max(1, min(k, int(ROUND_MEMORY_BYTES / max(out_bytes, 1))))
+    k_mem = max(1, int(ROUND_MEMORY_BYTES / max(out_bytes, 1)))
+    k = 1
+    for _ in range(2):  # per-call time from a round of k0 calls (one call alone is mostly launch + sync latency)
+        k0 = min(k_mem, 8 if k == 1 else k)
+        t1 = (statistics.median(s.round(s.ref, k0, seed(), seed(), tmo)["go"] for _ in range(3)) - overhead) / k0
+        k = max(1, min(cfg.max_calls_per_round, k_mem, int(cfg.target_round_ms / 1000 / max(t1, 1e-7))))
     base = [s.round(s.ref, k, seed(), seed(), tmo)["go"] for _ in range(5)]
     ref_baseline = max(statistics.median(base) - overhead, 1e-9) / k
     return _Calibration(k, overhead, ref_baseline, in_bytes, out_meta)
@@ -570,6 +596,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     go = {"ref": [], "cand": []}
     harness = {"ref": [], "cand": []}
     waits: list[float] = []
+    ref_first: list[bool] = []
     audits, audit_round = 0, s.rng.randrange(max(cfg.min_rounds, 1))
     st, stop, n, t_start = None, "budget", 0, time.monotonic()
     while True:
@@ -596,6 +623,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         for role in ("ref", "cand"):
             go[role].append(got[role]["go"])
             harness[role].append(got[role]["stage"] + got[role]["digest"])
+        ref_first.append(order[0] is s.ref)
         m = n - WARMUP_ROUNDS
         elapsed = time.monotonic() - t_start
         if s.progress:
@@ -615,12 +643,17 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                 break
     st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, cal.overhead)
     ratios = [r / c for r, c in zip(go["ref"], go["cand"]) if c > 0]
+    if cfg.keep_rounds:  # raw per-round parent-clock seconds, for analysis of the estimator (bench/)
+        st_raw = {r: [[round(g, 7), round(h, 7)] for g, h in zip(go[r], harness[r])] for r in ("ref", "cand")}
+        st_raw["ref_first"] = ref_first
     info = {"stop": stop, "timing_s": round(time.monotonic() - t_start, 3), "audits": audits,
             "quiesce_wait_ms_max": round(max(waits, default=0.0) * 1e3, 3),
             "quiesce_wait_ms_median": round(statistics.median(waits) * 1e3, 3) if waits else 0.0,
             "ref_harness_ms": round(statistics.median(harness["ref"]) * 1e3, 4),
             "cand_harness_ms": round(statistics.median(harness["cand"]) * 1e3, 4),
             **bucket_stats(ratios, cfg.buckets).to_dict()}
+    if cfg.keep_rounds:
+        info["rounds_raw"] = st_raw
     return st, info
 
 

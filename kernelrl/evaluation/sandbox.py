@@ -128,10 +128,16 @@ def scrubbed_env(home: Path, cache_dir: Path, threads: int) -> dict[str, str]:
     return env
 
 
-def _preexec(mem_limit_mb: int | None, isolate_net: bool, uid: int | None, plan=None, stash: Path | None = None):
+def _preexec(mem_limit_mb: int | None, isolate_net: bool, uid: int | None, plan=None, stash: Path | None = None,
+             cpus: set[int] | None = None):
     parent = os.getpid()
 
     def fn() -> None:
+        if cpus:
+            try:
+                os.sched_setaffinity(0, cpus)
+            except OSError:
+                pass
         if uid is not None and plan:
             _apply_mount_plan(plan, stash)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -293,27 +299,22 @@ def _trial_unprivileged(plan) -> bool:
 class WorkerProcess:
     """One sandboxed worker and its channel."""
 
-    def __init__(self, role: str, *, device: str, cache_dir: Path, mem_limit_mb: int | None, threads: int = 1,
-                 isolate_net: bool = True, drop_privileges: bool = True, module_source: str | None = None):
+    def __init__(self, role: str, *, device: str, cache_dir: Path | None, mem_limit_mb: int | None, threads: int = 1,
+                 isolate_net: bool = True, drop_privileges: bool = True, module_source: str | None = None,
+                 cpus: set[int] | None = None):
         """``cache_dir`` is this worker's own compile cache (keyed by its source hash by the caller), so a
         candidate can write only where its own builds live; ``module_source`` is written to ``self.module_path``
-        inside the worker's private dir."""
+        inside the worker's private dir; ``cpus``: the CPU cores it may run on (the evaluator pins both workers of
+        an evaluation to the same core: they never run at once, and launch-bound kernels are timed on the same
+        core's speed)."""
         self.role = role
         self.tmp = scratch_dir(role)
-        cache_dir.mkdir(parents=True, exist_ok=True)
         self.module_path = self.tmp / ("task_reference.py" if role == "ref" else "candidate.py")
-        if module_source is not None:
-            self.module_path.write_text(module_source)
         uid = fresh_uid() if (drop_privileges and role == "cand" and can_drop_privileges()) else None
-        if uid is not None:
-            for sub in ("torch_extensions", "triton"):
-                (cache_dir / sub).mkdir(exist_ok=True)
-            for path in [self.tmp, *self.tmp.rglob("*"), cache_dir, *cache_dir.rglob("*")]:
-                try:
-                    os.chown(path, uid, uid)
-                except OSError:
-                    pass
         self.uid = uid
+        cache_dir = cache_dir or self.tmp / "cache"  # a spare's own, until it is given one (assign)
+        self.cache_dir = cache_dir
+        self.assign(module_source, cache_dir)
         if role == "cand" and uid is None:
             hide_own_environ()  # the candidate shares our uid: keep it out of our /proc/<pid>/environ
         plan = _mount_plan() if uid is not None else None
@@ -332,7 +333,7 @@ class WorkerProcess:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kernelrl.evaluation.worker", str(p2c_r), str(c2p_w)],
                 pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.tmp, env=env,
-                start_new_session=True, preexec_fn=_preexec(mem_limit_mb, isolate_net, uid, plan, self.tmp),
+                start_new_session=True, preexec_fn=_preexec(mem_limit_mb, isolate_net, uid, plan, self.tmp, cpus),
             )
             ACTIVE_WORKERS.add(self.proc.pid)
             if uid is not None:
@@ -344,6 +345,23 @@ class WorkerProcess:
         self.fds = (c2p_r, p2c_w)
         self.stopped = False
         self.network_isolated = isolate_net and _netns_differs(self.proc.pid)
+
+    def assign(self, module_source: str | None, cache_dir: Path) -> None:
+        """Give the worker its module file and compile cache (owned by its uid when it has one). Done at start,
+        or later for a spare worker started ahead of time: the cache directories then reach it with ``load``
+        (its environment names a cache only from the start)."""
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        if module_source is not None:
+            self.module_path.write_text(module_source)
+        self.cache_dir = cache_dir
+        if self.uid is not None:
+            for sub in ("torch_extensions", "triton"):
+                (cache_dir / sub).mkdir(exist_ok=True)
+            for path in [self.tmp, *self.tmp.rglob("*"), cache_dir, *cache_dir.rglob("*")]:
+                try:
+                    os.chown(path, self.uid, self.uid)
+                except OSError:
+                    pass
 
     @property
     def pid(self) -> int:
@@ -457,6 +475,30 @@ def _netns_differs(pid: int) -> bool:
 ACTIVE_WORKERS: set[int] = set()  # workers of evaluations running in this process (several threads may evaluate)
 ACTIVE_UIDS: dict[int, int] = {}  # worker pid -> its candidate's own uid (when privileges are dropped)
 REGISTRY_LOCK = threading.Lock()  # spawning + registering a worker vs. kill_orphans scanning our children
+
+
+_PIN_LOCK = threading.Lock()
+_PIN_NEXT = [0]
+
+
+def pick_core(device: str) -> set[int] | None:
+    """The core both workers of one evaluation are pinned to: for cuda:N the N-th from the top of the cores this
+    process may use (one evaluation per GPU, each on its own core, clear of core 0 where the OS and the parent
+    tend to run); for CPU evaluations the cores from the top in turn (concurrent evaluations spread out). None
+    when there is a single core."""
+    try:
+        avail = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    if len(avail) < 2:
+        return None
+    if device.startswith("cuda"):
+        idx = int(device.split(":")[1]) if ":" in device else 0
+    else:
+        with _PIN_LOCK:
+            idx = _PIN_NEXT[0]
+            _PIN_NEXT[0] += 1
+    return {avail[-1 - idx % (len(avail) - 1)]}
 
 
 def child_pids() -> list[int]:

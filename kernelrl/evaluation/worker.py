@@ -99,7 +99,21 @@ def _flatten_outputs(out) -> list[torch.Tensor]:
     return items
 
 
+def cmd_warm(h, _tensors):
+    """A spare worker, started ahead of an evaluation (before any task or candidate code exists in it): create the
+    device context now, so the evaluation that takes it pays neither the interpreter, the torch import nor this."""
+    dev = torch.device(h["device"])
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev.index or 0)
+        torch.zeros(1, device=dev)
+        torch.cuda.synchronize()
+    return {"ok": True}, []
+
+
 def cmd_load(h, _tensors):
+    if h.get("cache_dir"):  # a spare worker learns its compile cache now (its environment was set before)
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(h["cache_dir"], "torch_extensions")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(h["cache_dir"], "triton")
     STATE["device"] = h["device"]
     STATE["seed"] = int(h["seed"])
     if _device().type == "cuda":
@@ -584,7 +598,7 @@ def cmd_fetch(h, _tensors):
     return {"ok": True, "structure": [len(outs[i])]}, [t.detach() for t in outs[i]]
 
 
-HANDLERS = {"load": cmd_load, "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run, "stage": cmd_stage,
+HANDLERS = {"warm": cmd_warm, "load": cmd_load, "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run, "stage": cmd_stage,
             "go": cmd_go, "digest": cmd_digest, "quiesce": cmd_quiesce, "fetch": cmd_fetch, "echo": cmd_echo,
             "bandwidth": cmd_bandwidth}
 

@@ -1,0 +1,99 @@
+"""Spare worker processes, started ahead of the evaluations that will take them (the warm path).
+
+Starting a worker costs an interpreter, the torch import and, on a GPU, a device context: about 4 s on an H100
+host, more than the timing itself. An evaluation on a CUDA device takes a ready spare for each role (reference
+and candidate) when one is waiting and asks for a replacement, which starts in a background thread while the
+evaluation runs. A spare has run no task or candidate code (it only imported torch and made the device
+context); it is used by exactly one evaluation and closed with it, so nothing a candidate did can reach the
+next one. Spares are keyed by everything fixed at process start (role, device, threads, memory limit, pinned
+core, privilege drop); the compile cache and module file are given at take time (``WorkerProcess.assign``).
+
+    from kernelrl.evaluation.spares import SPARES
+    w = SPARES.take("cand", key_kwargs)      # a ready WorkerProcess or None; a replacement starts either way
+    SPARES.close_all()                        # at exit (also registered with atexit)
+"""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+
+from kernelrl.evaluation.sandbox import WorkerProcess
+
+
+class Spares:
+    def __init__(self, per_key: int = 1):
+        self.per_key = per_key
+        self._lock = threading.Lock()
+        self._ready: dict[tuple, list[WorkerProcess]] = {}
+        self._starting: dict[tuple, int] = {}
+        self._closed = False
+        self._todo: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _key(role: str, kw: dict) -> tuple:
+        cpus = kw.get("cpus")
+        return (role, kw["device"], kw.get("threads", 1), kw.get("mem_limit_mb"), kw.get("drop_privileges", True),
+                tuple(sorted(cpus)) if cpus else None)
+
+    def take(self, role: str, kw: dict) -> WorkerProcess | None:
+        """A ready spare for these settings (or None), and a replacement starting in the background."""
+        key = self._key(role, kw)
+        with self._lock:
+            if self._closed:
+                return None
+            items = self._ready.get(key) or []
+            w = None
+            while items and w is None:
+                cand = items.pop(0)
+                w = cand if cand.alive() else None
+                if w is None:
+                    cand.close()
+            need = self.per_key - len(items) - self._starting.get(key, 0)
+            for _ in range(max(0, need)):
+                self._starting[key] = self._starting.get(key, 0) + 1
+                self._todo.put((key, role, dict(kw)))
+            if need > 0 and self._thread is None:
+                # One long-lived starter thread: a worker's parent-death signal (PR_SET_PDEATHSIG) fires when the
+                # *thread* that started it ends, so spares started from short-lived threads would die at once.
+                self._thread = threading.Thread(target=self._loop, name="kernelrl-spares", daemon=True)
+                self._thread.start()
+        return w
+
+    def _loop(self) -> None:
+        while True:
+            key, role, kw = self._todo.get()
+            self._start(key, role, kw)
+
+    def _start(self, key: tuple, role: str, kw: dict) -> None:
+        w = None
+        try:
+            w = WorkerProcess(role, cache_dir=None, module_source=None, **kw)
+            h, _ = w.request({"cmd": "warm", "device": kw["device"]}, timeout=300)
+            ok = bool(h.get("ok"))
+        except Exception:  # noqa: BLE001 - a spare that failed to start is simply not there
+            ok = False
+        with self._lock:
+            self._starting[key] = max(0, self._starting.get(key, 1) - 1)
+            if ok and not self._closed:
+                self._ready.setdefault(key, []).append(w)
+                w = None
+        if w is not None:
+            w.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            self._closed = True
+            items = [w for ws in self._ready.values() for w in ws]
+            self._ready.clear()
+        for w in items:
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+SPARES = Spares()
+atexit.register(SPARES.close_all)
