@@ -94,7 +94,7 @@ def prebuild(cands, cfg: EvalConfig, device: str) -> dict:
     nvcc. Returns the wall time and each build's seconds (the cold cost a first evaluation would pay)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kernelrl.evaluation.jobworker import pin_cuda_arch, sandboxed_import
+    from kernelrl.evaluation.precompile import pin_cuda_arch, precompile
 
     pin_cuda_arch(device)
     todo = [(t, s) for t, s in cands if "load_inline" in s.source or "cpp_extension" in s.source]
@@ -102,7 +102,7 @@ def prebuild(cands, cfg: EvalConfig, device: str) -> dict:
 
     def build(ts):
         t1 = time.monotonic()
-        r = sandboxed_import(ts[1].source, cfg, device)
+        r = precompile(ts[1].source, cfg, device)
         return ts[0].key, {"ok": r.get("ok"), "s": round(time.monotonic() - t1, 1)}
 
     with ThreadPoolExecutor(max_workers=8) as ex:

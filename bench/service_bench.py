@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelrl.config.stages import EvalConfig  # noqa: E402
-from kernelrl.evaluation.jobworker import BUILD_MARKERS, pin_cuda_arch, sandboxed_import  # noqa: E402
+from kernelrl.evaluation.precompile import BUILD_MARKERS, pin_cuda_arch, precompile  # noqa: E402
 from kernelrl.evaluation.service import EvalRequest, EvalService  # noqa: E402
 from kernelrl.store import Store  # noqa: E402
 from kernelrl.store.models import EvalJobRow  # noqa: E402
@@ -188,7 +188,7 @@ def warm_cache(cands, cfg: EvalConfig, device: str, workers: int = 4):
     todo = [(t, s) for t, s in cands if any(m in s.source for m in BUILD_MARKERS)]
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        outs = list(pool.map(lambda ts: sandboxed_import(ts[1].source, cfg, device), todo))
+        outs = list(pool.map(lambda ts: precompile(ts[1].source, cfg, device), todo))
     return {"candidates_with_builds": len(todo), "ok": sum(1 for o in outs if o.get("ok")),
             "seconds": round(time.monotonic() - t0, 1),
             "errors": [o.get("error") for o in outs if not o.get("ok")][:5]}

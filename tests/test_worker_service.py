@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import func, select
 
 from kernelrl.config.stages import EvalConfig
-from kernelrl.evaluation.jobworker import Worker, candidate_cache_dir
+from kernelrl.evaluation.jobworker import Worker
+from kernelrl.evaluation.precompile import candidate_cache_dir
 from kernelrl.evaluation.service import EvalRequest, EvalService
 from kernelrl.store.models import EvalJobRow, EvaluationRow
 from kernelrl.store.queue import JobQueue

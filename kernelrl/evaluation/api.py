@@ -41,8 +41,8 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
-from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, kill_orphans, pick_core,
-                                         scratch_dir)
+from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, kill_orphans, pin_threads,
+                                         scratch_dir, spare_cores, timing_cores)
 from kernelrl.evaluation.stats import PairedStats, bucket_stats, paired_stats, round_toward_one
 from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags
@@ -244,7 +244,7 @@ class _Session:
         self.seed = self.rng.randrange(2**31)
         self.deadline = time.monotonic() + cfg.max_wall_s
         self.before: set[int] = set()
-        self.cpus = pick_core(device) if cfg.pin_cpu else None
+        self.cpus = timing_cores(device) if cfg.pin_cpu else None
         self.spares_used = 0
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
@@ -258,8 +258,12 @@ class _Session:
     def start_ref(self) -> None:
         # Both processes start now (interpreter + torch import in parallel); the candidate's code is loaded
         # only after the reference's clean baseline has been measured.
+        # On a GPU host workers start (interpreter, torch import, device context, later the candidate's build) on
+        # the spare cores and move to the timing cores once loaded; on CPU they start pinned.
+        cuda = self.device.startswith("cuda")
         common = dict(device=self.device, mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
-                      drop_privileges=self.cfg.drop_privileges, cpus=self.cpus)
+                      drop_privileges=self.cfg.drop_privileges,
+                      cpus=(spare_cores() if cuda and self.cpus else self.cpus))
         n_spares = self.cfg.spare_workers if self.cfg.spare_workers >= 0 else int(self.device.startswith("cuda"))
         SPARES.per_key = max(SPARES.per_key, n_spares)
         use_spares = n_spares > 0
@@ -275,6 +279,7 @@ class _Session:
         h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),
                                         "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed, "train_mode": self.cfg.train_mode},
                              timeout=self.cfg.max_wall_s, harness=True)
+        pin_threads(self.ref.pid, self.cpus)
         self.init_inputs = h["init_inputs"]
         self.template = h["template"]
         self.state_names, self.state = h["state_names"], state
@@ -295,6 +300,7 @@ class _Session:
             raise CandidateFailed(flag, h.get("error", "load failed") + "\n" + h.get("traceback", "")[-1200:],
                                   executable=False)
         self._req(self.cand, {"cmd": "load_state", "names": self.state_names}, self.state, timeout=self._left(60))
+        pin_threads(self.cand.pid, self.cpus)
         return h
 
     def _left(self, cap: float) -> float:

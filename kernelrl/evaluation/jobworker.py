@@ -12,10 +12,10 @@ loop in threads.
 - **Graceful stop.** SIGTERM/SIGINT: the current job is finished if it ends within ``grace_s``, else released
   back to the queue (its sandbox processes are killed); then the worker exits 0.
 - **Compile-ahead.** While job k is timed, a small thread pool pre-builds the next queued candidates that use
-  ``load_inline``/``cpp_extension``: the evaluator's ``precompile(source, settings)`` hook when it has one,
-  else the candidate module is imported in a sandboxed process (the evaluator's own ``WorkerProcess``, same
-  uid, same scrubbed environment, same compile cache), which runs its module-level builds into the shared
-  cache so the timed evaluation finds them built. On CUDA workers ``TORCH_CUDA_ARCH_LIST`` is pinned to the
+  ``load_inline``/``cpp_extension`` with ``kernelrl.evaluation.precompile``: the candidate module is imported
+  in a sandboxed process (the evaluator's own ``WorkerProcess``, same uid, same scrubbed environment, same
+  compile cache), which runs its module-level builds into the shared cache so the timed evaluation finds them
+  built. On CUDA workers ``TORCH_CUDA_ARCH_LIST`` is pinned to the
   device's architecture (when unset) so both builds use identical flags and the pre-build never touches the
   GPU. Off on CPU workers: a compiler beside a CPU timing run would perturb it. Triton kernels compile on
   first call and are not pre-built.
@@ -39,20 +39,18 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
 from kernelrl.config.stages import EvalConfig
+from kernelrl.evaluation.precompile import BUILD_MARKERS, pin_cuda_arch, precompile
 from kernelrl.store.db import Store
 from kernelrl.store.queue import Job, JobQueue
 
 log = logging.getLogger("kernelrl.worker")
 
-BUILD_MARKERS = ("load_inline", "cpp_extension")  # candidates whose import builds something worth doing ahead
 REVERIFY_TRIALS = 5  # correctness sets in a re-measurement (the first measurement ran the full count)
 
 
@@ -99,18 +97,7 @@ def gpu_uuid_of(device: str) -> str | None:
         return None
 
 
-def pin_cuda_arch(device: str) -> None:
-    """Pin TORCH_CUDA_ARCH_LIST to this GPU's architecture when unset: pre-builds and timed builds then use the
-    same nvcc flags (so the timed one finds the pre-built extension) and the pre-build needs no GPU."""
-    if not device.startswith("cuda") or os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        return
-    try:
-        import torch
 
-        major, minor = torch.cuda.get_device_capability(int(device.split(":")[1]) if ":" in device else 0)
-        os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}+PTX"  # what torch derives itself for one GPU
-    except Exception:  # pragma: no cover - no usable GPU: the evaluation will say so
-        pass
 
 
 def config_from_settings(settings: dict[str, Any], device: str) -> EvalConfig:
@@ -388,12 +375,7 @@ class Worker:
                 entry.update(how="skipped (nothing to build)", ok=True)
                 return
             cfg = config_from_settings(job.settings, self.device)
-            hook = getattr(importlib.import_module("kernelrl.evaluation"), "precompile", None)
-            if hook is not None:
-                hook(source, cfg)
-                entry.update(how="evaluator hook", ok=True)
-            else:
-                entry.update(how="sandboxed import", **sandboxed_import(source, cfg, self.device))
+            entry.update(how="sandboxed import", **precompile(source, cfg, self.device))
         except Exception as e:
             entry.update(ok=False, error=f"{type(e).__name__}: {e}"[:500])
         finally:
@@ -401,34 +383,10 @@ class Worker:
             self.precompile_log.append(entry)
 
 
-def candidate_cache_dir(source: str, cfg: EvalConfig) -> Path:
-    """Where the evaluator keeps this source's builds (its per-source compile cache, kernelrl.evaluation.api)."""
-    from kernelrl.evaluation.api import candidate_hash
-
-    root = Path(cfg.cache_dir or (Path(tempfile.gettempdir()) / "kernelrl-compile-cache"))
-    return root / "cand" / candidate_hash(source)[:24]
 
 
-def sandboxed_import(source: str, cfg: EvalConfig, device: str) -> dict[str, Any]:
-    """Import a candidate module in the evaluator's sandboxed worker process (the candidate's own unprivileged
-    uid, scrubbed env, its per-source compile cache), which runs its module-level load_inline builds;
-    ModelNew is not constructed. Used while the evaluator offers no ``precompile`` hook."""
-    from kernelrl.evaluation.sandbox import WorkerProcess
 
-    w = WorkerProcess("cand", device=device, cache_dir=candidate_cache_dir(source, cfg),
-                      mem_limit_mb=cfg.memory_limit_mb, threads=1, drop_privileges=cfg.drop_privileges,
-                      module_source=source)
-    try:
-        # init_inputs=None: the module is imported (its builds run), then constructing ModelNew fails at once.
-        h, _ = w.request({"cmd": "load", "role": "cand", "path": str(w.module_path), "device": "cpu", "seed": 0,
-                          "train_mode": True, "init_inputs": None, "template": None},
-                         timeout=cfg.compile_timeout_s)
-        err = str(h.get("error") or "")
-        # What fails after the import (constructing ModelNew without inputs, no ModelNew) does not matter here.
-        imported = h.get("ok") or any(m in err for m in ("argument after * must be an iterable", "no class ModelNew"))
-        return {"ok": bool(imported), "uid": w.uid, **({} if imported else {"error": err[:300]})}
-    finally:
-        w.close()
+
 
 
 def kill_children() -> None:

@@ -481,24 +481,64 @@ _PIN_LOCK = threading.Lock()
 _PIN_NEXT = [0]
 
 
-def pick_core(device: str) -> set[int] | None:
-    """The core both workers of one evaluation are pinned to: for cuda:N the N-th from the top of the cores this
-    process may use (one evaluation per GPU, each on its own core, clear of core 0 where the OS and the parent
-    tend to run); for CPU evaluations the cores from the top in turn (concurrent evaluations spread out). None
-    when there is a single core."""
+def _avail_cores() -> list[int]:
     try:
-        avail = sorted(os.sched_getaffinity(0))
+        return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return None
-    if len(avail) < 2:
-        return None
+        return []
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def timing_cores(device: str) -> set[int] | None:
+    """The cores both workers of one evaluation are pinned to while they are timed (they never run at once, so
+    launch-bound kernels of both sides are timed on the same cores' speed). cuda:N gets the N-th pair from the
+    top of the cores this process may use (one evaluation per GPU, clear of core 0 where the OS and the parent
+    tend to run); a pair, so the CUDA driver's helper threads do not preempt the launching thread. CPU
+    evaluations get one core each, from the top in turn (concurrent evaluations spread out). None when there are
+    too few cores."""
+    avail = _avail_cores()
     if device.startswith("cuda"):
         idx = int(device.split(":")[1]) if ":" in device else 0
-    else:
-        with _PIN_LOCK:
-            idx = _PIN_NEXT[0]
-            _PIN_NEXT[0] += 1
+        if len(avail) < 2 * (idx + 1) + 2:
+            return None
+        return set(avail[len(avail) - 2 * (idx + 1): len(avail) - 2 * idx])
+    if len(avail) < 2:
+        return None
+    with _PIN_LOCK:
+        idx = _PIN_NEXT[0]
+        _PIN_NEXT[0] += 1
     return {avail[-1 - idx % (len(avail) - 1)]}
+
+
+def spare_cores() -> set[int] | None:
+    """Where workers start and build (imports, nvcc) on a GPU host: every core but the GPUs' timing pairs, so a
+    spare starting in the background never competes with an evaluation being timed."""
+    avail = _avail_cores()
+    keep = avail[: len(avail) - 2 * max(_gpu_count(), 1)]
+    return set(keep) if len(keep) >= 2 else None
+
+
+def pin_threads(pid: int, cpus: set[int] | None) -> None:
+    """Move every thread of a running worker onto ``cpus`` (affinity is per thread; new threads inherit it)."""
+    if not cpus:
+        return
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
 
 
 def child_pids() -> list[int]:
