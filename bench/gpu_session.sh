@@ -30,16 +30,6 @@ for part in ${PARTS:-redteam bench}; do
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; }
       timeout "${BENCH_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda --out-dir "$OUT/bench" \
         ${PREBUILD_PID:+--no-prebuild} ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" ;;
-    floor)
-      mkdir -p /tmp/pairs
-      python3 - <<'PY'
-from kernelrl.tasks import get_task, load_seeds
-for name, seed in (("02_Softmax", "triton_online"), ("01_DiagMatmul", "cuda_row_scale"), ("03_LayerNorm", "triton_layernorm")):
-    t = get_task(name); s = {x.name: x for x in load_seeds(t)}[seed]
-    open(f"/tmp/pairs/{name}_ref.py", "w").write(t.source); open(f"/tmp/pairs/{name}_cand.py", "w").write(s.source)
-PY
-      timeout 120 python3 bench/gpu_noise_floor.py /tmp/pairs/02_Softmax_ref.py /tmp/pairs/02_Softmax_cand.py \
-        /tmp/pairs/01_DiagMatmul_ref.py /tmp/pairs/01_DiagMatmul_cand.py --evals 5 --budget-s 1 2>&1 | tee "$OUT/noise_floor.log" ;;
   esac
   echo "part $part: $((SECONDS - t0)) s" | tee -a "$OUT/env.txt"
 done

@@ -64,11 +64,19 @@ class EvalConfig:
     reverify_above: float = knob(3.0, help="Speedups above this are re-measured (another GPU or a fresh process).")
     reverify_tolerance: float = knob(0.10, help="A re-measurement must agree within this fraction to be accepted.")
     reverify: bool = knob(True, help="Re-measure speedups above reverify_above in fresh processes (off for tests).")
-    min_rounds: int = knob(14, help="At least this many paired rounds whatever the budget (an interval needs ranks).")
-    max_rounds: int = knob(100000, help="Stop after this many rounds even if budget remains.")
+    min_rounds: int = knob(16, help="At least this many paired spans whatever the budget (an interval needs ranks).")
+    max_rounds: int = knob(100000, help="Stop after this many paired spans even if budget remains.")
     target_round_ms: float = knob(
-        20.0, help="Calls per round are chosen so a reference round's timed span takes about this long: the fixed "
-        "round trip and device-wide sync (tens of us) then stay under 1% of it even for microsecond kernels.")
+        5.0, help="Calls per timed span (k) are chosen so the reference's span takes about this long: the fixed "
+        "round trip and device-wide sync (~0.1 ms, measured and subtracted) stay a few % of it, and a pair of spans "
+        "(reference, candidate) lies within ~15 ms, so the machine's slow drifts hit both alike.")
+    spans_per_block: int = knob(
+        8, help="Paired spans per block: inputs for all of them are staged once and digested once per block (the "
+        "harness then costs less than the timing).")
+    digest_sample: int = knob(
+        32, help="Calls per block whose outputs are digested (a random sample drawn after the clock; every call's "
+        "structure, dtype and shape is checked). A candidate wrong in a share p of calls escapes one block with "
+        "probability (1-p)^32.")
     max_calls_per_round: int = knob(
         1024, help="Upper bound on calls per round (also bounded so k input and output sets fit in 2 GB).")
     min_timeout_s: float = knob(5.0, help="Floor of the per-run time limit (1000x a 10 us reference is too tight).")

@@ -22,6 +22,7 @@ Protocol (the paper's, made fast, with the clock in a trusted parent):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import math
@@ -132,27 +133,26 @@ def _device_type(device: str) -> str:
 DIGEST_REL = {"float64": 1e-4, "float32": 1e-3, "float16": 1e-2, "bfloat16": 5e-2}
 
 
-def compare_digests(hr: dict, hc: dict) -> str | None:
+def compare_digests(hr: dict, hc: dict, calls: list[int] | None = None) -> str | None:
     try:
-        return _compare_digests(hr, hc)
+        return _compare_digests(hr, hc, calls)
     except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
         return f"malformed timing reply ({type(e).__name__})"
 
 
-def _compare_digests(hr: dict, hc: dict) -> str | None:
-    """Timing rounds: the candidate's outputs (structure, dtypes, shapes, exact type) and digests must match the
-    reference's for the same inputs. Digest per output: [||x||, w . x] with fresh random weights w ~ U(-1/2, 1/2)
-    on every element (see worker._digest_round). With d = out - ref and ||d|| <= rel ||ref||, |w . d| ~ 0.29 ||d||
-    stays small; a cheat with ||d|| >= 1% of ||ref|| is caught in nearly every call."""
+def _compare_digests(hr: dict, hc: dict, calls: list[int] | None) -> str | None:
+    """Timing blocks: the candidate's outputs (structure, dtypes, shapes, exact type) must match the reference's
+    for the same inputs in every call, and the digests of the sampled ``calls`` (every call when None; the
+    parent's own list, never the worker's) must agree. Digest per output: [||x||, w . x] with fresh random
+    weights w ~ U(-1/2, 1/2) on every element (see worker._digest_round). With d = out - ref and
+    ||d|| <= rel ||ref||, |w . d| ~ 0.29 ||d|| stays small; a cheat with ||d|| >= 1% of ||ref|| is caught in
+    nearly every sampled call."""
     if hr.get("structure") != hc.get("structure"):
         return f"output structure {hc.get('structure')} != reference {hr.get('structure')}"
     cm = hc.get("metas")
     if not isinstance(cm, list) or len(cm) != len(hr.get("metas") or []):
         return "output metadata missing"
-    digests_c = hc.get("digests")
-    if not isinstance(digests_c, list) or len(digests_c) != len(hr["digests"]):
-        return "digests missing"
-    for call, (mr, mc, dr, dc) in enumerate(zip(hr["metas"], cm, hr["digests"], digests_c)):
+    for call, (mr, mc) in enumerate(zip(hr["metas"], cm)):
         if not isinstance(mc, list) or len(mc) != len(mr):
             return f"call {call}: output metadata missing"
         for o, (a, b) in enumerate(zip(mr, mc)):
@@ -160,6 +160,12 @@ def _compare_digests(hr: dict, hc: dict) -> str | None:
                 return f"call {call}: output {o} is {b[0]}{b[1]}, reference {a[0]}{a[1]}"
             if b[2] is not True:
                 return f"call {call}: output {o} is not a plain torch.Tensor"
+    idx = list(range(len(hr["metas"]))) if calls is None else list(calls)
+    digests_c = hc.get("digests")
+    if not isinstance(digests_c, list) or len(digests_c) != len(hr["digests"]) or len(idx) != len(digests_c):
+        return "digests missing"
+    for call, dr, dc in zip(idx, hr["digests"], digests_c):
+        mr = hr["metas"][call]
         if not isinstance(dc, list) or len(dr) != len(dc):
             return f"call {call}: digest length differs"
         for o, j in enumerate(range(0, len(dr), 2)):
@@ -368,21 +374,36 @@ class _Session:
                 other.thaw()
         return elapsed, h, outs
 
-    def round(self, worker: WorkerProcess, k: int, seed: int, dseed: int, timeout: float) -> dict:
-        """One side of a timing round, in three phases each timed by this process's clock: ``stage`` (inputs
-        drawn on the device, L2 evicted; harness), ``go`` (the k forward calls and a device-wide sync: the timed
-        span) and ``digest`` (outputs checked; harness). Both sides are treated alike: the other worker's
-        processes are frozen meanwhile, and on CUDA the worker first waits until the device has drained any work
-        the other left queued (``quiesce``, before and outside the timed phases; it also takes the GPU's
-        context switch off the clock). Returns {"stage", "go", "digest": seconds, "reply": the digest reply,
-        "waited": seconds spent draining}."""
-        is_ref = worker is self.ref
-        other = self.cand if is_ref else self.ref
+    @contextlib.contextmanager
+    def exclusive(self, worker: WorkerProcess):
+        """While ``worker`` runs a timed or harness phase the other worker's processes are frozen (SIGSTOP; the
+        same for both sides). The reference is thawed first when the candidate shares our uid (it could have
+        stopped it)."""
+        other = self.cand if worker is self.ref else self.ref
+        if worker is self.ref and self.cand is not None and self.cand.uid is None:
+            worker.thaw()
         frozen = other is not None and other.alive()
-        worker.thaw()  # the reference: the candidate may have stopped it (when it shares our uid)
         if frozen:
             other.freeze()
         try:
+            yield
+        finally:
+            if frozen and other.alive():
+                other.thaw()
+
+    def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
+        """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock)."""
+        with self.exclusive(worker):
+            t0 = time.perf_counter()
+            self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=worker is self.ref)
+            return time.perf_counter() - t0
+
+    def go(self, worker: WorkerProcess, n: int, timeout: float) -> tuple[float, float]:
+        """The timed span: the next ``n`` staged calls and a device-wide sync. On CUDA the worker first waits,
+        outside the span, until the device has drained any work the other side left queued (``quiesce``; this
+        also takes the GPU's context switch off the clock). Returns (seconds, seconds spent draining)."""
+        is_ref = worker is self.ref
+        with self.exclusive(worker):
             waited = 0.0
             if self.device.startswith("cuda"):
                 hq, _ = self._req(worker, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
@@ -393,16 +414,25 @@ class _Session:
                 except (TypeError, ValueError):
                     waited = 0.0
             t0 = time.perf_counter()
-            self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=is_ref)
-            t1 = time.perf_counter()
-            self._req(worker, {"cmd": "go"}, timeout=timeout, harness=is_ref)
-            t2 = time.perf_counter()
-            h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed}, timeout=timeout, harness=is_ref)
-            t3 = time.perf_counter()
-        finally:
-            if frozen and other.alive():
-                other.thaw()
-        return {"stage": t1 - t0, "go": t2 - t1, "digest": t3 - t2, "reply": h, "waited": waited}
+            self._req(worker, {"cmd": "go", "n": n}, timeout=timeout, harness=is_ref)
+            return time.perf_counter() - t0, waited
+
+    def digest(self, worker: WorkerProcess, dseed: int, calls: list[int], timeout: float) -> tuple[float, dict]:
+        """Harness: every output's structure, and digests of the sampled ``calls``. (seconds, reply)."""
+        with self.exclusive(worker):
+            t0 = time.perf_counter()
+            h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed, "calls": calls}, timeout=timeout,
+                             harness=worker is self.ref)
+            return time.perf_counter() - t0, h
+
+    def ref_block(self, k: int, spans: int) -> list[float]:
+        """The reference alone (the candidate frozen or not yet started): ``spans`` timed spans of ``k`` calls;
+        their parent-clock seconds."""
+        tmo = self._left(self.cfg.max_wall_s)
+        self.stage(self.ref, k * spans, self.rng.randrange(2**31), tmo)
+        out = [self.go(self.ref, k, tmo)[0] for _ in range(spans)]
+        self.digest(self.ref, self.rng.randrange(2**40), [], tmo)
+        return out
 
     def ping(self) -> float:
         """The fixed cost of an empty timed span on the trusted reference: the round trip of ``go`` with nothing
@@ -529,20 +559,16 @@ def _calibrate(s: _Session) -> _Calibration:
     _, _, outs = s.run(s.ref, counts, ts, timeout=s._left(cfg.max_wall_s))  # warm-up, output shapes
     out_meta = [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs]
     in_bytes = sum(x.numel() * x.element_size() for x in ts)
-    tmo = s._left(cfg.max_wall_s)
-    seed = lambda: s.rng.randrange(2**31)  # noqa: E731
-    for _ in range(2):  # warm-up of the round path itself (lazy library handles, allocator)
-        s.round(s.ref, 1, seed(), seed(), tmo)
+    s.ref_block(1, 2)  # warm-up of the timing path itself (lazy library handles, allocator)
     overhead = min(s.ping() for _ in range(10))  # the smallest: subtracting less keeps ratios toward 1
-    out_bytes = sum(math.prod(m[0]) * 8 for m in out_meta) + in_bytes  # a round keeps its k sets alive
-    k_mem = max(1, int(ROUND_MEMORY_BYTES / max(out_bytes, 1)))
+    set_bytes = sum(math.prod(m[0]) * 8 for m in out_meta) + in_bytes  # a block keeps its sets and outputs alive
+    k_mem = max(1, int(ROUND_MEMORY_BYTES / max(set_bytes, 1) / cfg.spans_per_block))
     k = 1
-    for _ in range(2):  # per-call time from a round of k0 calls (one call alone is mostly launch + sync latency)
+    for _ in range(2):  # per-call time from spans of k0 calls (one call alone is mostly launch + sync latency)
         k0 = min(k_mem, 8 if k == 1 else k)
-        t1 = (statistics.median(s.round(s.ref, k0, seed(), seed(), tmo)["go"] for _ in range(3)) - overhead) / k0
+        t1 = (statistics.median(s.ref_block(k0, 3)) - overhead) / k0
         k = max(1, min(cfg.max_calls_per_round, k_mem, int(cfg.target_round_ms / 1000 / max(t1, 1e-7))))
-    base = [s.round(s.ref, k, seed(), seed(), tmo)["go"] for _ in range(5)]
-    ref_baseline = max(statistics.median(base) - overhead, 1e-9) / k
+    ref_baseline = max(statistics.median(s.ref_block(k, cfg.spans_per_block)) - overhead, 1e-9) / k
     return _Calibration(k, overhead, ref_baseline, in_bytes, out_meta)
 
 
@@ -591,46 +617,62 @@ def _correctness(s: _Session, result: EvalResult, cal: _Calibration) -> None:
         result.flag("task-input-independent")
 
 
-WARMUP_ROUNDS = 2  # paired rounds run and checked but not counted (first-call effects of the round path)
-
-
 def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedStats, dict]:
-    """Paired, randomised rounds until the score's interval is tight enough (target_ci) or budget_s is spent.
-    Every round's outputs are digest-checked against the reference's for the same inputs; a random share of
-    rounds (at least one) is also audited elementwise after the clock."""
+    """Blocks until the score's interval is tight enough (target_ci) or budget_s is spent. A block: both workers
+    stage k x B fresh input sets (same seed), then B *pairs* of timed spans of k calls, each pair in random
+    order and close together in time (slow drifts of the machine hit both sides of a pair alike), then both
+    digest: every output's structure and a random sample of calls digested with fresh weights, compared with the
+    reference's; a random share of blocks (at least one) also has one call audited elementwise. The first block
+    is a warm-up and not counted."""
     cfg, k = s.cfg, cal.k
+    B = cfg.spans_per_block
     go = {"ref": [], "cand": []}
     harness = {"ref": [], "cand": []}
     waits: list[float] = []
     ref_first: list[bool] = []
-    audits, audit_round = 0, s.rng.randrange(max(cfg.min_rounds, 1))
-    st, stop, n, t_start = None, "budget", 0, time.monotonic()
+    audits, audit_block = 0, 1 + s.rng.randrange(max(1, cfg.min_rounds // B))
+    st, stop, blocks, t_start = None, "budget", 0, time.monotonic()
+    both = (s.ref, s.cand)
     while True:
         if time.monotonic() > s.deadline:
             raise CandidateFailed("timeout", "evaluation exceeded its absolute wall-clock cap")
-        seed, dseed = s.rng.randrange(2**31), s.rng.randrange(2**40)
-        order = [s.ref, s.cand] if s.rng.random() < 0.5 else [s.cand, s.ref]
-        got = {}
-        for w in order:
-            tmo = s._left(cfg.max_wall_s) if w is s.ref else _run_timeout(s, cal, k)
-            got[w.role] = s.round(w, k, seed, dseed, tmo)
-        bad = compare_digests(got["ref"]["reply"], got["cand"]["reply"])
+        tmo = {"ref": s._left(cfg.max_wall_s), "cand": _run_timeout(s, cal, k * B)}
+        seed = s.rng.randrange(2**31)
+        h_time = {}
+        for w in s.rng.sample(both, 2):
+            h_time[w.role] = s.stage(w, k * B, seed, tmo[w.role])
+        pairs = []
+        for _ in range(B):
+            order = s.rng.sample(both, 2)
+            t = {}
+            for w in order:
+                t[w.role], waited = s.go(w, k, tmo[w.role])
+                if waited:
+                    waits.append(waited)
+            pairs.append((t["ref"], t["cand"], order[0] is s.ref))
+        calls = sorted(s.rng.sample(range(k * B), min(k * B, cfg.digest_sample)))
+        dseed = s.rng.randrange(2**40)
+        reply = {}
+        for w in s.rng.sample(both, 2):
+            dt, reply[w.role] = s.digest(w, dseed, calls, tmo[w.role])
+            h_time[w.role] += dt
+        bad = compare_digests(reply["ref"], reply["cand"], calls)
         if bad:
-            raise CandidateFailed("timing-mismatch", f"timing round {n + 1}: {bad}")
-        if s.rng.random() < cfg.audit_fraction or n == audit_round:
-            s.audit(k, n + 1)
+            raise CandidateFailed("timing-mismatch", f"timing block {blocks + 1}: {bad}")
+        if s.rng.random() < cfg.audit_fraction or blocks == audit_block:
+            s.audit(k * B, blocks + 1)
             audits += 1
-        if got["ref"]["waited"]:
-            waits.append(got["ref"]["waited"])
-        n += 1
-        if n <= WARMUP_ROUNDS:
+        blocks += 1
+        if blocks == 1:  # warm-up block
             t_start = time.monotonic()
             continue
+        for tr, tc, rf in pairs:
+            go["ref"].append(tr)
+            go["cand"].append(tc)
+            ref_first.append(rf)
         for role in ("ref", "cand"):
-            go[role].append(got[role]["go"])
-            harness[role].append(got[role]["stage"] + got[role]["digest"])
-        ref_first.append(order[0] is s.ref)
-        m = n - WARMUP_ROUNDS
+            harness[role].append(h_time[role] / B)  # per timed span, to compare with the spans
+        m = len(go["ref"])
         elapsed = time.monotonic() - t_start
         if s.progress:
             s.progress(0.3 + 0.7 * min(1.0, elapsed / max(cfg.budget_s, 1e-9)), "timing")
@@ -642,17 +684,19 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         if elapsed >= cfg.budget_s:
             stop = "budget"
             break
-        if cfg.target_ci > 0 and elapsed >= cfg.min_timing_s and m % 2 == 0:
+        if cfg.target_ci > 0 and elapsed >= cfg.min_timing_s:
             st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, cal.overhead)
             if st.rel_halfwidth <= cfg.target_ci:
                 stop = "interval"
                 break
     st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, cal.overhead)
     ratios = [r / c for r, c in zip(go["ref"], go["cand"]) if c > 0]
-    if cfg.keep_rounds:  # raw per-round parent-clock seconds, for analysis of the estimator (bench/)
-        st_raw = {r: [[round(g, 7), round(h, 7)] for g, h in zip(go[r], harness[r])] for r in ("ref", "cand")}
-        st_raw["ref_first"] = ref_first
-    info = {"stop": stop, "timing_s": round(time.monotonic() - t_start, 3), "audits": audits,
+    if cfg.keep_rounds:  # raw parent-clock seconds, for analysis of the estimator (bench/analyze_rounds.py)
+        st_raw = {"ref": [[round(g, 7), 0.0] for g in go["ref"]], "cand": [[round(g, 7), 0.0] for g in go["cand"]],
+                  "ref_first": ref_first, "harness_ref": [round(x, 7) for x in harness["ref"]],
+                  "harness_cand": [round(x, 7) for x in harness["cand"]]}
+    info = {"stop": stop, "timing_s": round(time.monotonic() - t_start, 3), "audits": audits, "blocks": blocks,
+            "spans_per_block": B,
             "quiesce_wait_ms_max": round(max(waits, default=0.0) * 1e3, 3),
             "quiesce_wait_ms_median": round(statistics.median(waits) * 1e3, 3) if waits else 0.0,
             "ref_harness_ms": round(statistics.median(harness["ref"]) * 1e3, 4),
@@ -684,8 +728,7 @@ def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedS
     s.cand.freeze()
     if kill_orphans({w.pid for w in (s.ref, s.cand)} | s.before):
         result.flag("leftover-processes")
-    seed = lambda: s.rng.randrange(2**31)  # noqa: E731
-    post = [s.round(s.ref, k, seed(), seed(), s._left(cfg.max_wall_s))["go"] for _ in range(3)]
+    post = s.ref_block(k, cfg.spans_per_block)
     s.cand.thaw()
     ref_post = max(statistics.median(post) - cal.overhead, 1e-9) / k
     slowdown = st.ref_per_call / max(cal.ref_baseline, ref_post)

@@ -116,9 +116,10 @@ class PairedStats:
 
 def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[float], cand_harness: list[float],
                  k: int, overhead: float = 0.0) -> PairedStats:
-    """Per-round parent-clock times of the timed span (``*_go``: the k forward calls and a device-wide sync) and
-    of the harness phases around it (``*_harness``: staging the inputs before the clock, digesting the outputs
-    after it), both sides on the same inputs in the same round.
+    """Parent-clock times of the timed spans (``*_go``, paired: the same k inputs' forward calls and a
+    device-wide sync on each side) and of the harness phases around them (``*_harness``: staging the inputs
+    before the clock, digesting the outputs after it, per block and already divided by the spans in a block, so
+    in seconds per span; both sides on the same inputs).
 
     ``overhead`` (seconds per round) is the fixed cost of one empty timed span measured on the trusted reference
     worker (the round trip and the sync): it is subtracted from both sides, never more than 90% of either.
@@ -131,14 +132,15 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
     in only some rounds is still charged in proportion; trimming 10% of each tail keeps an honest candidate's rare
     slow harness rounds out of it. The standard error comes from the median absolute deviation, so a candidate
     cannot widen its own allowance by adding noise to a few rounds."""
-    n = min(len(ref_go), len(cand_go), len(ref_harness), len(cand_harness))
+    n = min(len(ref_go), len(cand_go))
+    nh = min(len(ref_harness), len(cand_harness))
     if n == 0:
         return PairedStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    excess = [cand_harness[i] - ref_harness[i] for i in range(n)]
+    excess = [cand_harness[i] - ref_harness[i] for i in range(nh)] or [0.0]
     exc = trimmed_mean(excess, 0.1)
     med = statistics.median(excess)
     mad = statistics.median(abs(x - med) for x in excess)
-    se = 1.253 * 1.4826 * mad / math.sqrt(n)  # ~ the median's standard error under normal noise (conservative)
+    se = 1.253 * 1.4826 * mad / math.sqrt(len(excess))  # ~ the median's standard error (normal noise)
     charge = max(0.0, exc - se)
     ratios, r_calls, c_calls = [], [], []
     for i in range(n):

@@ -559,13 +559,14 @@ def cmd_quiesce(h, _tensors):
 
 
 def cmd_stage(h, _tensors):
-    """Timing round, phase 1 (harness, outside the timed span): draw k input sets on the device from the round
-    seed (one batched draw per input), evict the L2 once, synchronise. The parent times this phase in both
-    workers and charges the candidate whatever it spends here beyond the reference (work done while it already
-    knows the inputs). k=0 stages nothing: the next ``go`` then measures the fixed cost of an empty timed span."""
+    """Timing block, phase 1 (harness, outside any timed span): draw ``k`` input sets on the device from the
+    block's seed (one batched draw per input), evict the L2 once, synchronise. The parent times this phase in
+    both workers and charges the candidate whatever it spends here beyond the reference (work done while it
+    already knows the inputs). k=0 stages nothing: a ``go`` then measures the fixed cost of an empty timed span."""
     dev = _device()
     k = int(h["k"])
     STATE["staged"] = _generate(STATE["template"], int(h["seed"]), dev, k) if k else []
+    STATE["next"] = 0
     STATE["round_outs"] = []
     flush = _l2_flush_buffer(dev)
     if flush is not None:
@@ -575,39 +576,45 @@ def cmd_stage(h, _tensors):
 
 
 def cmd_go(h, _tensors):
-    """Timing round, phase 2, the only span the score uses: the forward calls on the staged inputs, then a
-    device-wide synchronisation. Nothing else runs here (no input generation, cache flush, digest or timer), so
-    the parent's clock around this command is the model's time plus one round trip that both workers share.
-    Python's cyclic garbage collector is off meanwhile (both workers): a collection landing in one side's timed
-    span and not the other's was a source of outlier rounds."""
+    """Timing block, phase 2, the only spans the score uses: the next ``n`` staged input sets through forward,
+    then a device-wide synchronisation. Nothing else runs here (no input generation, cache flush, digest or
+    timer), so the parent's clock around this command is the model's time plus one round trip that both workers
+    share. Python's cyclic garbage collector is off meanwhile (both workers): a collection landing in one side's
+    timed span and not the other's was a source of outlier rounds."""
     model = STATE["model"]
-    sets = STATE.pop("staged", [])
-    outs = []
+    sets = STATE.get("staged") or []
+    i = STATE.get("next", 0)
+    n = int(h.get("n", len(sets) - i))
+    batch = sets[i:i + n]
+    STATE["next"] = i + len(batch)
+    outs = STATE.setdefault("round_outs", [])
     gc.disable()
     try:
         with torch.no_grad():
-            for inputs in sets:
+            for inputs in batch:
                 outs.append(model(*inputs))
         _sync()
     finally:
         gc.enable()
-    STATE["round_outs"] = outs
-    return {"ok": True, "n": len(outs)}, []
+    return {"ok": True, "n": len(batch)}, []
 
 
 def cmd_digest(h, _tensors):
-    """Timing round, phase 3 (harness, after the clock): check and digest every output of the round with weights
-    drawn from a seed sent only now (unknown while the outputs were computed). The parent times this phase too
-    (work deferred past the timed span lands here and is charged) and compares the digests with the
-    reference's for the same inputs."""
+    """Timing block, phase 3 (harness, after the clock): the structure, dtype and shape of every output of the
+    block, and digests of the calls named in ``calls`` (a random sample the parent draws only now; every call
+    when absent) with weights from a seed sent only now. The parent times this phase too (work deferred past the
+    timed spans lands here and is charged) and compares the digests with the reference's for the same inputs."""
+    STATE["staged"] = []
     outs = [_flatten_outputs(o) for o in STATE.get("round_outs") or []]
     STATE["round_outs"] = outs
     if outs:
         STATE["last_out"] = outs[-1]
-    digests = _digest_round(outs, int(h["dseed"]))
+    calls = h.get("calls")
+    chosen = outs if calls is None else [outs[int(c)] for c in calls]
+    digests = _digest_round(chosen, int(h["dseed"]))
     _sync()
     return {"ok": True, "digests": digests, "structure": [len(r) for r in outs],
-            "metas": [_metas(r) for r in outs]}, []
+            "metas": [_metas(r) for r in outs], "calls": calls}, []
 
 
 def cmd_fetch(h, _tensors):

@@ -22,6 +22,7 @@ FAIL, HONEST = "fail", "honest"
 NOISE_FLAGS = {"reference-slowed"}
 # Tricks that still compute the real answer somewhere the parent times: they must not score markedly above the
 # honest candidate measured in the same session (CPU timing here is noisy: 50% slack).
+CHARGED = {"precompute_while_staging", "defer_to_digest"}
 BOUNDED = {"precompute_while_staging", "defer_to_digest", "patch_worker_timer", "patch_clocks", "background_thread"}
 EXPECT: dict[str, tuple[str, set[str]]] = {
     "honest": (HONEST, set()),
@@ -41,9 +42,10 @@ EXPECT: dict[str, tuple[str, set[str]]] = {
     "uninitialised_output": (FAIL, {"wrong-output", "non-finite"}),
     "lazy_subclass": (FAIL, {"output-subclass"}),
     "patch_harness_inputs": (FAIL, {"timing-mismatch", "wrong-output"}),
-    # Work moved out of the timed span into the parent-timed harness phases is charged to the candidate.
-    "precompute_while_staging": (HONEST, {"harness-time-excess"}),
-    "defer_to_digest": (HONEST, {"harness-time-excess"}),
+    # Work moved out of the timed span into the parent-timed harness phases is charged to the candidate
+    # (CHARGED below: the charge must be there; the flag needs more blocks than this short budget gives).
+    "precompute_while_staging": (HONEST, set()),
+    "defer_to_digest": (HONEST, set()),
     "infinite_loop": (FAIL, {"timeout"}),
     "segfault": (FAIL, {"crashed"}),
     "host_oom": (FAIL, {"out-of-memory", "runtime-error", "crashed"}),
@@ -101,6 +103,8 @@ def test_redteam_candidate(name, task, honest_score, monkeypatch):
             assert res.success and 0 < res.speedup <= HONEST_BOUND, info
             if name in BOUNDED:
                 assert res.speedup <= 1.5 * honest_score + 0.3, f"{info} (honest: {honest_score})"
+            if name in CHARGED:
+                assert res.timing["harness_charge_ms"] > 0, f"{info} timing={res.timing}"
         for f in allowed - FATAL - NOISE_FLAGS:
             assert f in res.flags, info
     assert wall < 60, f"{name} took {wall:.0f}s"
