@@ -14,7 +14,9 @@ HERE = Path(__file__).parent / "cuda"
 HONEST_SOFTMAX = Path(__file__).parent / "cpu" / "honest.py"
 FAIL, HONEST = "fail", "honest"
 # Candidates whose real work is one torch.softmax (or more): a trick that works shows up as a score above what the
-# honest softmax earns in the same session. Bound: 10% (plus 0.05) over the honest score.
+# honest softmax earns in the same session. Bound: 25% (plus 0.05) over the honest score: five evaluations of one
+# launch-bound candidate on the H100 host spread by 4-13% (bench/results/2026-11-25-h100-evaluator), and a
+# working trick (work moved off the clock, a slowed reference) shows up as 2x or more.
 SOFTMAX_WORK = {"patch_sync_and_events", "leave_work_queued", "l2_persistence", "cudnn_flags", "side_stream",
                 "honest_cuda_graph"}
 EXPECT = {
@@ -62,7 +64,7 @@ def test_redteam_cuda(name, honest_score):
     else:
         assert res.success and res.speedup > 0, info
         if name in SOFTMAX_WORK:
-            assert res.speedup <= max(1.1 * honest_score, honest_score + 0.05), info
+            assert res.speedup <= 1.25 * honest_score + 0.05, info
 
 
 def test_every_cuda_candidate_has_an_expectation():
