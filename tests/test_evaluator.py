@@ -29,6 +29,7 @@ from kernelrl.evaluation import (
 )
 from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.api import compare_digests
+from kernelrl.evaluation.stats import median_ci, paired_stats
 from kernelrl.evaluation.ipc import Channel, ProtocolError, bytes_to_tensor, tensor_to_bytes
 from kernelrl.evaluation.sandbox import WorkerProcess, pids_of_uid, scrubbed_env
 from kernelrl.evaluation.worker import _digest_round, _metas
@@ -76,6 +77,72 @@ def test_median_of_bucket_means_resists_outlier_rounds():
     ratios = [2.0] * 70
     ratios[5] = 500.0  # one absurd round (a hiccup of the reference) moves one bucket mean only
     assert bucket_stats(ratios, 7).score == 2.0
+
+
+def test_median_ci_contains_the_median_and_narrows_with_samples():
+    import random as _r
+
+    rng = _r.Random(0)
+    xs = [2.0 + rng.gauss(0, 0.1) for _ in range(400)]
+    med, lo, hi = median_ci(xs)
+    assert lo <= med <= hi and hi - lo < 0.05
+    med9, lo9, hi9 = median_ci(xs[:9])
+    assert lo9 <= med9 <= hi9 and (hi9 - lo9) > (hi - lo)
+    assert median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)  # too few samples: the whole range
+    assert median_ci([]) == (0.0, 0.0, 0.0)
+
+
+def _pairs(n_blocks, per_block, ref=10e-3, cand=5e-3, noise=0.0, seed=0):
+    import random as _r
+
+    rng = _r.Random(seed)
+    rg = [ref * (1 + rng.gauss(0, noise)) for _ in range(n_blocks * per_block)]
+    cg = [cand * (1 + rng.gauss(0, noise)) for _ in range(n_blocks * per_block)]
+    block_of = [i // per_block for i in range(n_blocks * per_block)]
+    return rg, cg, block_of
+
+
+def test_paired_stats_honest_candidate_is_not_charged_and_score_is_the_lower_bound():
+    rg, cg, bo = _pairs(10, 8, noise=0.02)
+    h = [1e-3 + 1e-5 * (i % 3) for i in range(10)]
+    st = paired_stats(rg, cg, h, list(h), k=10, overhead=0.0, block_of=bo)
+    assert st.charge_per_call == 0.0
+    assert st.ci_low <= st.estimate <= st.ci_high and abs(st.estimate - 2.0) < 0.05
+    assert st.score == st.ci_low < 2.0
+
+
+def test_paired_stats_charges_work_moved_into_the_harness_in_every_block_and_in_a_minority():
+    rg, cg, bo = _pairs(10, 8)
+    ref_h = [1e-3] * 10
+    moved = 4e-3  # the candidate's span really takes 5 + 4 ms; it did 4 ms of it while staging
+    everywhere = paired_stats(rg, [c - moved for c in cg], ref_h, [1e-3 + moved] * 10, k=1, block_of=bo)
+    honest = paired_stats(rg, cg, ref_h, list(ref_h), k=1, block_of=bo)
+    assert everywhere.estimate <= honest.estimate * 1.03  # no gain beyond the tolerance
+    # Moving work in 4 blocks out of 10 (a median-based charge would miss it): those blocks are charged.
+    cand_h = [1e-3 + (moved if b < 4 else 0.0) for b in range(10)]
+    cg2 = [c - (moved if bo[i] < 4 else 0.0) for i, c in enumerate(cg)]
+    minority = paired_stats(rg, cg2, ref_h, cand_h, k=1, block_of=bo)
+    assert minority.estimate <= honest.estimate * 1.03 and minority.charge_per_call > 0
+
+
+def test_paired_stats_tolerance_comes_from_the_reference_not_the_candidate():
+    rg, cg, bo = _pairs(10, 8)
+    ref_h = [1e-3] * 10
+    # A candidate that makes its own harness noisy (to widen an allowance) while moving 3 ms in every block.
+    cand_h = [1e-3 + 3e-3 + (20e-3 if b % 2 else 0.0) for b in range(10)]
+    st = paired_stats(rg, [c - 3e-3 for c in cg], ref_h, cand_h, k=1, block_of=bo)
+    honest = paired_stats(rg, cg, ref_h, list(ref_h), k=1, block_of=bo)
+    assert st.estimate <= honest.estimate * 1.03
+
+
+def test_paired_stats_one_slow_harness_block_moves_the_median_little():
+    rg, cg, bo = _pairs(10, 8, noise=0.01, seed=3)
+    ref_h = [1e-3] * 10
+    cand_h = list(ref_h)
+    cand_h[4] = 50e-3  # one accident (a collection, a page fault storm) in the candidate's harness
+    st = paired_stats(rg, cg, ref_h, cand_h, k=1, block_of=bo)
+    honest = paired_stats(rg, cg, ref_h, list(ref_h), k=1, block_of=bo)
+    assert st.estimate >= honest.estimate * 0.97
 
 
 # -- wire format --------------------------------------------------------------------------------------------------
@@ -214,6 +281,21 @@ def test_digest_accepts_honest_and_catches_small_and_partial_cheats():
     sub = [[o[0].as_subclass(type("Lazy", (torch.Tensor,), {}))] for o in outs]
     assert "plain torch.Tensor" in compare_digests(ref, _reply(sub, 77))
     assert compare_digests(ref, _reply([[o[0].double()] for o in outs], 77))
+
+
+def test_sampled_digests_compare_only_the_sampled_calls_but_every_calls_metadata():
+    outs = [[torch.randn(64)] for _ in range(6)]
+    calls = [1, 4]
+    hr = {"structure": [1] * 6, "metas": [_metas(o) for o in outs], "digests": _digest_round([outs[i] for i in calls], 7)}
+    same = dict(hr)
+    assert compare_digests(hr, same, calls) is None
+    wrong = [list(o) for o in outs]
+    wrong[4] = [outs[4][0] + 1.0]
+    hc = dict(hr, digests=_digest_round([wrong[i] for i in calls], 7))
+    assert "call 4" in compare_digests(hr, hc, calls)
+    bad_meta = dict(hr, metas=[_metas(o) for o in outs[:5]] + [_metas([torch.randn(65)])])
+    assert compare_digests(hr, bad_meta, calls) is not None  # an unsampled call's shape is still checked
+    assert compare_digests(hr, dict(hr, digests=hr["digests"][:1]), calls) == "digests missing"
 
 
 def test_digest_weights_change_every_round():

@@ -69,17 +69,6 @@ def median_ci(xs: list[float], z: float = 1.96) -> tuple[float, float, float]:
     return statistics.median(s), s[lo], s[max(hi, lo)]
 
 
-def trimmed_mean(xs: list[float], trim: float = 0.1) -> float:
-    """Mean of ``xs`` without the lowest and highest ``trim`` share (robust to rare outliers, unlike a median it
-    still moves when a minority of values shifts)."""
-    if not xs:
-        return 0.0
-    s = sorted(xs)
-    cut = int(len(s) * trim)
-    core = s[cut:len(s) - cut] or s
-    return sum(core) / len(core)
-
-
 @dataclass
 class PairedStats:
     """The timing verdict of one evaluation (all times in seconds per call)."""
@@ -90,9 +79,9 @@ class PairedStats:
     ci_high: float
     ref_per_call: float  # median over rounds
     cand_per_call: float  # median over rounds, the harness-time charge included
-    charge_per_call: float  # harness time charged to the candidate (work moved out of the timed span)
-    excess_per_call: float  # trimmed mean of the candidate's harness time minus the reference's (signed)
-    excess_se_per_call: float  # its standard error
+    charge_per_call: float  # mean harness time charged to the candidate's spans (work moved out of them)
+    excess_per_call: float  # median over blocks of the candidate's harness time minus the reference's (signed)
+    excess_se_per_call: float  # the tolerance below which a block's excess is not charged
 
     @property
     def rel_halfwidth(self) -> float:
@@ -111,45 +100,53 @@ class PairedStats:
                 "ref_median_ms": round(self.ref_per_call * 1e3, 6), "cand_median_ms": round(self.cand_per_call * 1e3, 6),
                 "harness_charge_ms": round(self.charge_per_call * 1e3, 6),
                 "harness_excess_ms": round(self.excess_per_call * 1e3, 6),
-                "harness_excess_se_ms": round(self.excess_se_per_call * 1e3, 6)}
+                "harness_tolerance_ms": round(self.excess_se_per_call * 1e3, 6)}
 
 
 def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[float], cand_harness: list[float],
-                 k: int, overhead: float = 0.0) -> PairedStats:
+                 k: int, overhead: float = 0.0, block_of: list[int] | None = None) -> PairedStats:
     """Parent-clock times of the timed spans (``*_go``, paired: the same k inputs' forward calls and a
     device-wide sync on each side) and of the harness phases around them (``*_harness``: staging the inputs
-    before the clock, digesting the outputs after it, per block and already divided by the spans in a block, so
-    in seconds per span; both sides on the same inputs).
+    before the clock and digesting the outputs after it, one value per block, already divided by the spans in a
+    block: seconds per span). ``block_of[i]``: the block of pair i (default: pair i is block i).
 
-    ``overhead`` (seconds per round) is the fixed cost of one empty timed span measured on the trusted reference
+    ``overhead`` (seconds per span) is the fixed cost of one empty timed span measured on the trusted reference
     worker (the round trip and the sync): it is subtracted from both sides, never more than 90% of either.
 
-    Harness excess: the candidate's staging + digest time minus the reference's for the same round and shapes.
-    The harness code is the same on both sides, so an honest candidate's excess is noise around 0; work moved out
-    of the timed span (computed while its inputs were staged, deferred until its outputs are digested) shows up
-    here. Its trimmed mean less one robust standard error, when positive, is charged to every candidate round:
-    moving work gains at most that standard error. The trimmed mean (not the median) is used so that moving work
-    in only some rounds is still charged in proportion; trimming 10% of each tail keeps an honest candidate's rare
-    slow harness rounds out of it. The standard error comes from the median absolute deviation, so a candidate
-    cannot widen its own allowance by adding noise to a few rounds."""
+    Harness excess, block by block: the candidate's staging + digest time minus the reference's for the same
+    inputs. The harness code is the same on both sides, so an honest candidate's excess is noise around 0 (or a
+    constant, e.g. outputs that are slower to digest); work moved out of the timed spans (computed while its
+    inputs were staged, deferred until its outputs are digested) shows up here. Every block's excess beyond a
+    tolerance is charged to that block's candidate spans: moving work gains at most the tolerance, in any share
+    of the blocks. The tolerance is 3 standard deviations of a difference of two harness times, taken from the
+    *reference's* own harness noise (MAD over blocks; the candidate cannot widen it), and at least 2% of the
+    reference's harness time. An honest block that is slow by accident is charged alone, and moves the median
+    of the ratios by one rank at most."""
     n = min(len(ref_go), len(cand_go))
     nh = min(len(ref_harness), len(cand_harness))
     if n == 0:
         return PairedStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    excess = [cand_harness[i] - ref_harness[i] for i in range(nh)] or [0.0]
-    exc = trimmed_mean(excess, 0.1)
-    med = statistics.median(excess)
-    mad = statistics.median(abs(x - med) for x in excess)
-    se = 1.253 * 1.4826 * mad / math.sqrt(len(excess))  # ~ the median's standard error (normal noise)
-    charge = max(0.0, exc - se)
-    ratios, r_calls, c_calls = [], [], []
+    block_of = list(block_of) if block_of is not None else list(range(n))
+    excess = [cand_harness[b] - ref_harness[b] for b in range(nh)]
+    if nh:
+        ref_med = statistics.median(ref_harness[:nh])
+        ref_mad = statistics.median(abs(x - ref_med) for x in ref_harness[:nh])
+        tol = max(3 * math.sqrt(2) * 1.4826 * ref_mad, 0.02 * ref_med)
+    else:
+        tol = 0.0
+    charges = [max(0.0, e - tol) for e in excess]
+    ratios, r_calls, c_calls, charged = [], [], [], []
     for i in range(n):
+        b = block_of[i]
+        charge = charges[b] if 0 <= b < nh else 0.0
         r = ref_go[i] - min(overhead, 0.9 * ref_go[i])
         c = cand_go[i] + charge
         c -= min(overhead, 0.9 * c)
         ratios.append(r / c if c > 0 else float("inf"))
         r_calls.append(r / k)
         c_calls.append(c / k)
+        charged.append(charge)
     est, lo, hi = median_ci(ratios)
-    return PairedStats(n, est, lo, hi, statistics.median(r_calls), statistics.median(c_calls), charge / k,
-                       exc / k, se / k)
+    exc = statistics.median(excess) if excess else 0.0
+    return PairedStats(n, est, lo, hi, statistics.median(r_calls), statistics.median(c_calls),
+                       statistics.mean(charged) / k, exc / k, tol / k)
