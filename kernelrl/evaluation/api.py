@@ -264,12 +264,11 @@ class _Session:
     def start_ref(self) -> None:
         # Both processes start now (interpreter + torch import in parallel); the candidate's code is loaded
         # only after the reference's clean baseline has been measured.
-        # On a GPU host workers start (interpreter, torch import, device context, later the candidate's build) on
-        # the spare cores and move to the timing cores once loaded; on CPU they start pinned.
-        cuda = self.device.startswith("cuda")
+        # Workers start (interpreter, torch import, device context, later the candidate's build) on the spare
+        # cores, or anywhere when there are none, and move to the timing cores once loaded: two imports of torch
+        # pinned to one core took twice as long.
         common = dict(device=self.device, mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
-                      drop_privileges=self.cfg.drop_privileges,
-                      cpus=(spare_cores() if cuda and self.cpus else self.cpus))
+                      drop_privileges=self.cfg.drop_privileges, cpus=(spare_cores() if self.cpus else None))
         n_spares = self.cfg.spare_workers if self.cfg.spare_workers >= 0 else int(self.device.startswith("cuda"))
         SPARES.per_key = max(SPARES.per_key, n_spares)
         use_spares = n_spares > 0
@@ -391,19 +390,20 @@ class _Session:
             if frozen and other.alive():
                 other.thaw()
 
-    def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
-        """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock)."""
-        with self.exclusive(worker):
+    def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float, alone: bool = False) -> float:
+        """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock).
+        ``alone``: the candidate has run no code yet, or is frozen already (the reference's baselines)."""
+        with self.exclusive(worker) if not alone else contextlib.nullcontext():
             t0 = time.perf_counter()
             self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=worker is self.ref)
             return time.perf_counter() - t0
 
-    def go(self, worker: WorkerProcess, n: int, timeout: float) -> tuple[float, float]:
+    def go(self, worker: WorkerProcess, n: int, timeout: float, alone: bool = False) -> tuple[float, float]:
         """The timed span: the next ``n`` staged calls and a device-wide sync. On CUDA the worker first waits,
         outside the span, until the device has drained any work the other side left queued (``quiesce``; this
         also takes the GPU's context switch off the clock). Returns (seconds, seconds spent draining)."""
         is_ref = worker is self.ref
-        with self.exclusive(worker):
+        with self.exclusive(worker) if not alone else contextlib.nullcontext():
             waited = 0.0
             if self.device.startswith("cuda"):
                 hq, _ = self._req(worker, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
@@ -417,21 +417,24 @@ class _Session:
             self._req(worker, {"cmd": "go", "n": n}, timeout=timeout, harness=is_ref)
             return time.perf_counter() - t0, waited
 
-    def digest(self, worker: WorkerProcess, dseed: int, calls: list[int], timeout: float) -> tuple[float, dict]:
+    def digest(self, worker: WorkerProcess, dseed: int, calls: list[int], timeout: float,
+               alone: bool = False) -> tuple[float, dict]:
         """Harness: every output's structure, and digests of the sampled ``calls``. (seconds, reply)."""
-        with self.exclusive(worker):
+        with self.exclusive(worker) if not alone else contextlib.nullcontext():
             t0 = time.perf_counter()
             h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed, "calls": calls}, timeout=timeout,
                              harness=worker is self.ref)
             return time.perf_counter() - t0, h
 
     def ref_block(self, k: int, spans: int) -> list[float]:
-        """The reference alone (the candidate frozen or not yet started): ``spans`` timed spans of ``k`` calls;
-        their parent-clock seconds."""
+        """The reference alone (the candidate has run no code yet, or is frozen: no per-span freezing needed):
+        ``spans`` timed spans of ``k`` calls; their parent-clock seconds."""
         tmo = self._left(self.cfg.max_wall_s)
-        self.stage(self.ref, k * spans, self.rng.randrange(2**31), tmo)
-        out = [self.go(self.ref, k, tmo)[0] for _ in range(spans)]
-        self.digest(self.ref, self.rng.randrange(2**40), [], tmo)
+        if self.cand is not None and self.cand.uid is None:
+            self.ref.thaw()  # a candidate sharing our uid may have stopped it before it was frozen
+        self.stage(self.ref, k * spans, self.rng.randrange(2**31), tmo, alone=True)
+        out = [self.go(self.ref, k, tmo, alone=True)[0] for _ in range(spans)]
+        self.digest(self.ref, self.rng.randrange(2**40), [], tmo, alone=True)
         return out
 
     def ping(self) -> float:
