@@ -143,7 +143,7 @@ def test_workers_up_forwards_sigterm_and_a_long_job_is_released(tmp_path):
 
 def test_worker_cli_rejects_bad_input(tmp_path):
     url = f"sqlite:///{tmp_path / 'q.db'}"
-    for args, msg in ((["--device", "tpu"], "--device must be cpu or cuda:N"),):
+    for args, msg in ((["--device", "tpu"], "--device must be cpu, cuda, cuda:N or auto"),):
         r = subprocess.run([sys.executable, "-m", "kernelrl.cli", "worker", "--store", url, *args], cwd=ROOT,
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr

@@ -65,17 +65,59 @@ def _register_all() -> None:
         mod.register(app)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from kernelrl import EVALUATOR_VERSION, __version__
+
+        typer.echo(f"kernelrl {__version__} (evaluator {EVALUATOR_VERSION})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print the package and evaluator versions and exit.")) -> None:
+    """Contrastive RL that teaches an LLM to write faster GPU kernels (CUDA-L1, reimplemented)."""
+
+
 _register_all()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point. Usage errors exit 2 (click); user errors print one line and exit 2."""
+    """Console-script entry point. Usage errors (unknown option, missing argument) and user errors
+    (``KernelRLError``) print one plain line on stderr and exit 2; a command's own exit status passes through."""
+    from typer import exceptions as tex
+
+    try:  # typer vendors click (typer._click); older typer releases use click itself
+        from typer._click import exceptions as cex
+    except ImportError:  # pragma: no cover
+        from click import exceptions as cex
+    exit_types = tuple({tex.Exit, getattr(cex, "Exit", tex.Exit)})
+    abort_types = tuple({tex.Abort, getattr(cex, "Abort", tex.Abort)})
+
+    command = typer.main.get_command(app)
     try:
-        app(args=argv)  # standalone mode: always ends in SystemExit with the command's status
+        # Not standalone: click hands back usage errors (printed below as one line) instead of a Rich panel, and
+        # returns a command's ``typer.Exit(code)`` as its value.
+        rv = command.main(args=argv, prog_name="kernelrl", standalone_mode=False)
+    except exit_types as e:
+        return e.exit_code
+    except abort_types:
+        typer.echo("aborted", err=True)
+        return 1
+    except cex.UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # a bare group: its help, as click prints it
+            typer.echo(e.format_message(), err=True)
+            return 2
+        where = " ".join(["kernelrl", *e.ctx.command_path.split()[1:]]) if e.ctx else "kernelrl"
+        typer.secho(f"error: {e.format_message()} (see '{where} --help')", err=True, fg=typer.colors.RED)
+        return 2
+    except cex.ClickException as e:
+        typer.secho(f"error: {e.format_message()}", err=True, fg=typer.colors.RED)
+        return e.exit_code
     except KernelRLError as e:
         typer.secho(f"error: {e}", err=True, fg=typer.colors.RED)
         return 2
-    return 0
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
 
 if __name__ == "__main__":

@@ -164,6 +164,10 @@ def bench(
     verbose: bool = typer.Option(True, help="Log each kernel's result to stderr."),
 ) -> None:
     """Score kernels with the final-evaluation protocol and write the report (Markdown, CSV/JSON, PNG)."""
+    from kernelrl.config.devices import resolve_device
+
+    if device:
+        device = resolve_device(device)  # a device this machine lacks is a usage error, before any work
     ctx.ensure_object(dict)
     ctx.obj.update(suite=suite, levels=levels, out=out, device=device, budget_s=budget_s,
                    correctness_trials=correctness_trials, workers=workers, recipe=recipe, title=title,
@@ -236,7 +240,9 @@ def portability(
     _setup_logging(ctx.obj["verbose"])
     opts = _opts_from_ctx(ctx)
     if device:
-        opts.device = device
+        from kernelrl.config.devices import resolve_device
+
+        opts.device = resolve_device(device)
     report, paths = run_portability(opts, _store(ctx.obj["store_url"]), from_device)
     _print_summary(report, paths, ctx.obj["as_json"])
 
@@ -304,6 +310,10 @@ def ablate(
 
     if not kernel.is_file():
         raise KernelRLError(f"{kernel}: no such kernel file")
+    if device:
+        from kernelrl.config.devices import resolve_device
+
+        device = resolve_device(device)
     source = kernel.read_text()
     t = get_task(task, suite=suite)
     cfg = final_config(_recipe_eval(recipe), device=device, budget_s=budget_s, correctness_trials=correctness_trials)

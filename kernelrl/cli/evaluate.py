@@ -25,9 +25,12 @@ def eval_cmd(
     from kernelrl.errors import ConfigError
     from kernelrl.tasks import get_task
 
+    from kernelrl.config.devices import resolve_device
+
     t = get_task(task)
     if not candidate.is_file():
         raise ConfigError(f"{candidate}: no such candidate file")
+    device = resolve_device(device)
     from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
 
     cfg = EvalConfig(device=device, train_mode=not eval_mode)

@@ -24,20 +24,9 @@ workers_app = typer.Typer(help="Start evaluation workers: one per visible GPU, o
 
 
 def _check_device(device: str) -> str:
-    from kernelrl.errors import ConfigError
+    from kernelrl.config.devices import resolve_device
 
-    if device == "cpu":
-        return device
-    if device == "cuda":
-        device = "cuda:0"
-    if device.startswith("cuda:") and device[5:].isdigit():
-        import torch
-
-        n = torch.cuda.device_count()
-        if int(device[5:]) >= n:
-            raise ConfigError(f"--device {device}: this machine has {n} visible CUDA device(s)")
-        return device
-    raise ConfigError(f"--device must be cpu or cuda:N, got {device!r}")
+    return resolve_device(device)
 
 
 def worker(

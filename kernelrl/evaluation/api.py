@@ -38,6 +38,8 @@ from typing import Any, Callable
 
 import torch
 
+from kernelrl import EVALUATOR_VERSION
+from kernelrl.config.devices import resolve_device
 from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
@@ -50,10 +52,6 @@ from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
 from kernelrl.tasks.loader import Task
 
-# Version 2: the timed span holds only the forward calls (inputs staged and outputs digested around it, both
-# parent-timed and charged to the candidate when they take longer than the reference's); the score is the lower
-# bound of the interval of the median per-round ratio, with sequential stopping.
-EVALUATOR_VERSION = "kernelrl-eval-2"
 ROUND_MEMORY_BYTES = 2 * 1024**3  # inputs + outputs a timing round may keep alive on the device
 
 # Tolerances per dtype: elementwise |a-b| <= atol * max(1, rms(b)) + rtol * |b|, and ||a-b|| / ||b|| <= rel_norm.
@@ -115,11 +113,7 @@ class CandidateFailed(Exception):
 
 
 def _resolve_device(device: str) -> str:
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda":
-        device = "cuda:0"  # always an explicit index: workers pin it with set_device
-    return device
+    return resolve_device(device, "device")
 
 
 def _device_type(device: str) -> str:
@@ -229,6 +223,22 @@ def compare(ref: list[torch.Tensor], cand: list[torch.Tensor], ref_structure, ca
     return None
 
 
+def candidate_frames(tb, module_path) -> str:
+    """The candidate's own frames of a worker's traceback, as ``candidate.py, line N, in f`` plus the source line
+    (the harness's frames say nothing about what is wrong with the candidate); '' when it has none."""
+    if not isinstance(tb, str) or not tb:
+        return ""
+    path, name = str(module_path), Path(str(module_path)).name
+    lines, out = tb.splitlines(), []
+    for i, line in enumerate(lines):
+        if line.strip().startswith(f'File "{path}"'):
+            out.append("  " + line.strip().replace(f'File "{path}"', name))
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if nxt.strip() and not nxt.strip().startswith("File "):
+                out.append("    " + nxt.strip())
+    return ("\ncandidate traceback (most recent call last):\n" + "\n".join(out[-20:])) if out else ""
+
+
 class _Session:
     """One evaluation: two workers and the trusted clock."""
 
@@ -302,7 +312,8 @@ class _Session:
                                   f"{self.cand.log_tail(600)}", executable=False) from None
         if not h.get("ok"):
             flag = "out-of-memory" if h.get("kind") == "OutOfMemory" else "build-failed"
-            raise CandidateFailed(flag, h.get("error", "load failed") + "\n" + h.get("traceback", "")[-1200:],
+            raise CandidateFailed(flag, str(h.get("error", "load failed")) + candidate_frames(
+                                  h.get("traceback"), self.cand.module_path),
                                   executable=False)
         self._req(self.cand, {"cmd": "load_state", "names": self.state_names}, self.state, timeout=self._left(60))
         pin_threads(self.cand.pid, self.cpus)
@@ -346,7 +357,7 @@ class _Session:
             if "OUTPUT_SUBCLASS" in err:
                 raise CandidateFailed("output-subclass", err.replace("OUTPUT_SUBCLASS: ", ""))
             flag = "out-of-memory" if h.get("kind") == "OutOfMemory" else "runtime-error"
-            raise CandidateFailed(flag, err + "\n" + str(h.get("traceback", ""))[-1200:])
+            raise CandidateFailed(flag, err + candidate_frames(h.get("traceback"), worker.module_path))
         return h, out
 
     # -- inputs and runs ----------------------------------------------------------------------------------------
