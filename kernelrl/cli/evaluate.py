@@ -62,8 +62,10 @@ def eval_cmd(
     typer.echo(f"task        {t.key}\ndevice      {res.device_type}\nexecutable  {res.executable}\n"
                f"correct     {res.correct}\nspeedup     {res.speedup:.2f}x\nflags       {', '.join(res.flags) or '-'}")
     if tm:
-        typer.echo(f"timing      {tm.get('rounds')} rounds, {tm.get('calls_per_round')} calls/round, "
-                   f"ref {tm.get('ref_median_ms')} ms, cand {tm.get('cand_median_ms')} ms, spread {tm.get('spread')}")
+        typer.echo(f"timing      estimate {tm.get('estimate')}x, 95% interval [{tm.get('ci_low')}, {tm.get('ci_high')}] "
+                   f"(the score is its lower bound), {tm.get('rounds')} paired spans of {tm.get('calls_per_round')} "
+                   f"calls, stopped by {tm.get('stop')}; ref {tm.get('ref_median_ms')} ms, cand "
+                   f"{tm.get('cand_median_ms')} ms per call")
     if res.error:
         typer.echo(f"error       {res.error.splitlines()[0][:300]}")
 
