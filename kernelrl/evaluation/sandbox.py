@@ -502,8 +502,8 @@ def timing_cores(device: str) -> set[int] | None:
     launch-bound kernels of both sides are timed on the same cores' speed). cuda:N gets the N-th pair from the
     top of the cores this process may use (one evaluation per GPU, clear of core 0 where the OS and the parent
     tend to run); a pair, so the CUDA driver's helper threads do not preempt the launching thread. CPU
-    evaluations get one core each, from the top in turn (concurrent evaluations spread out). None when there are
-    too few cores."""
+    evaluations get one core each, every core in turn from the top (concurrent evaluations spread out). None
+    when there are too few cores."""
     avail = _avail_cores()
     if device.startswith("cuda"):
         idx = int(device.split(":")[1]) if ":" in device else 0
@@ -515,7 +515,7 @@ def timing_cores(device: str) -> set[int] | None:
     with _PIN_LOCK:
         idx = _PIN_NEXT[0]
         _PIN_NEXT[0] += 1
-    return {avail[-1 - idx % (len(avail) - 1)]}
+    return {avail[-1 - idx % len(avail)]}  # every core in turn: two evaluations at once on 2 cores get one each
 
 
 def spare_cores() -> set[int] | None:
