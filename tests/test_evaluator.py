@@ -239,6 +239,13 @@ def test_near_constant_output_fails_on_relative_norm_not_just_atol():
     assert bad and bad[0] == "wrong-output"
 
 
+def test_compare_scalar_outputs():
+    r = torch.tensor(1.5)
+    assert compare([r], [r.clone()], [1], [1]) is None
+    flag, msg = compare([r], [torch.tensor(2.5)], [1], [1])
+    assert flag == "wrong-output" and "got 2.5" in msg
+
+
 def test_compare_nan_inf_handling():
     r = torch.tensor([1.0, float("inf"), float("nan"), 2.0])
     assert _cmp(r, r.clone()) is None

@@ -197,7 +197,7 @@ def compare(ref: list[torch.Tensor], cand: list[torch.Tensor], ref_structure, ca
         # float32 arithmetic for float32/16/bf16 outputs (exact upcasts; the difference of two close float32
         # values is exact): no float64 copies of outputs that can be gigabytes. float64 outputs stay float64.
         work = torch.float64 if r.dtype == torch.float64 else torch.float32
-        rf, cf = r.to(work), c.to(work)
+        rf, cf = r.to(work).reshape(-1), c.to(work).reshape(-1)  # 1-D: a 0-dim output (a loss) indexes too
         ref_finite, cand_finite = torch.isfinite(rf), torch.isfinite(cf)
         all_finite = bool(ref_finite.all())
         if not torch.equal(ref_finite, cand_finite):
