@@ -78,7 +78,13 @@ class EvalConfig:
         "structure, dtype and shape is checked). A candidate wrong in a share p of calls escapes one block with "
         "probability (1-p)^32.")
     max_calls_per_round: int = knob(
-        1024, help="Upper bound on calls per round (also bounded so k input and output sets fit in 2 GB).")
+        1024, help="Upper bound on calls per round (also bounded so a block's input and output sets fit in "
+        "round_memory_mb).")
+    round_memory_mb: int = knob(
+        2048, help="Inputs and outputs one worker keeps alive for a block (k x spans_per_block sets). On CPU the "
+        "sets live in host memory, so this is further capped to a quarter of what the host or container (cgroup "
+        "limit) has free and of memory_limit_mb: two workers stage at once, and a 2 GB evaluator container whose "
+        "workers staged 2 GB each was OOM-killed mid-timing.")
     min_timeout_s: float = knob(5.0, help="Floor of the per-run time limit (1000x a 10 us reference is too tight).")
     compile_timeout_s: float = knob(600.0, help="Time allowed to import the candidate and build its extensions.")
     interference_factor: float = knob(

@@ -44,15 +44,14 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
-from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, kill_orphans, pin_threads,
-                                         scratch_dir, spare_cores, timing_cores)
+from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, kill_orphans,
+                                         pin_threads, scratch_dir, spare_cores, timing_cores)
 from kernelrl.evaluation.stats import PairedStats, bucket_stats, paired_stats, round_toward_one
 from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
 from kernelrl.tasks.loader import Task
 
-ROUND_MEMORY_BYTES = 2 * 1024**3  # inputs + outputs a timing round may keep alive on the device
 
 # Tolerances per dtype: elementwise |a-b| <= atol * max(1, rms(b)) + rtol * |b|, and ||a-b|| / ||b|| <= rel_norm.
 # The absolute part scales with the output's RMS: a legitimate reordering (a matrix chain evaluated right to left)
@@ -558,6 +557,7 @@ class _Calibration:
     ref_baseline: float  # seconds per call: the reference alone, before any candidate code existed
     in_bytes: int
     out_meta: list
+    spans: int  # paired spans per block: spans_per_block, fewer when that many single-call sets overflow memory
 
 
 def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
@@ -585,6 +585,18 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
     result.timing["spare_workers_used"] = s.spares_used
 
 
+def round_memory_bytes(cfg: EvalConfig, device: str) -> int:
+    """What one worker may keep alive for a timing block (see ``round_memory_mb``). On CPU the staged sets are
+    host memory: at most a quarter of what the host or container has free (two workers stage at once, and the
+    parent holds copies while checking) and of a worker's address-space limit."""
+    budget = cfg.round_memory_mb * 1024 * 1024
+    if not device.startswith("cuda"):
+        budget = min(budget, host_free_bytes() // 4)
+        if cfg.memory_limit_mb:
+            budget = min(budget, cfg.memory_limit_mb * 1024 * 1024 // 4)
+    return max(budget, 1)
+
+
 def _calibrate(s: _Session) -> _Calibration:
     """Clean reference baseline, before any candidate code exists: output shapes, the fixed cost of an empty
     timed span, calls per round (k) and the reference's own time per call."""
@@ -596,14 +608,17 @@ def _calibrate(s: _Session) -> _Calibration:
     s.ref_block(1, 2)  # warm-up of the timing path itself (lazy library handles, allocator)
     overhead = min(s.ping() for _ in range(10))  # the smallest: subtracting less keeps ratios toward 1
     set_bytes = sum(math.prod(m[0]) * 8 for m in out_meta) + in_bytes  # a block keeps its sets and outputs alive
-    k_mem = max(1, int(ROUND_MEMORY_BYTES / max(set_bytes, 1) / cfg.spans_per_block))
+    budget = round_memory_bytes(cfg, s.device)
+    # a block holds spans x k sets; with huge sets the block gets fewer spans before k drops below one
+    spans = max(2, min(cfg.spans_per_block, budget // max(set_bytes, 1)))
+    k_mem = max(1, int(budget / max(set_bytes, 1) / spans))
     k = 1
     for _ in range(2):  # per-call time from spans of k0 calls (one call alone is mostly launch + sync latency)
         k0 = min(k_mem, 8 if k == 1 else k)
         t1 = (statistics.median(s.ref_block(k0, 3)) - overhead) / k0
         k = max(1, min(cfg.max_calls_per_round, k_mem, int(cfg.target_round_ms / 1000 / max(t1, 1e-7))))
-    ref_baseline = max(statistics.median(s.ref_block(k, cfg.spans_per_block)) - overhead, 1e-9) / k
-    return _Calibration(k, overhead, ref_baseline, in_bytes, out_meta)
+    ref_baseline = max(statistics.median(s.ref_block(k, spans)) - overhead, 1e-9) / k
+    return _Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans)
 
 
 def _run_timeout(s: _Session, cal: _Calibration, n: int) -> float:
@@ -659,7 +674,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     reference's; a random share of blocks (at least one) also has one call audited elementwise. The first block
     is a warm-up and not counted."""
     cfg, k = s.cfg, cal.k
-    B = cfg.spans_per_block
+    B = cal.spans
     go = {"ref": [], "cand": []}
     harness = {"ref": [], "cand": []}
     waits: list[float] = []
@@ -765,7 +780,7 @@ def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedS
     s.cand.freeze()
     if kill_orphans({w.pid for w in (s.ref, s.cand)} | s.before):
         result.flag("leftover-processes")
-    post = s.ref_block(k, cfg.spans_per_block)
+    post = s.ref_block(k, cal.spans)
     s.cand.thaw()
     ref_post = max(statistics.median(post) - cal.overhead, 1e-9) / k
     slowdown = st.ref_per_call / max(cal.ref_baseline, ref_post)

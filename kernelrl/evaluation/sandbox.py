@@ -526,6 +526,36 @@ def spare_cores() -> set[int] | None:
     return set(keep) if len(keep) >= 2 else None
 
 
+def _cgroup_free_bytes() -> int | None:
+    """Bytes this process's cgroup may still use (its limit minus what it holds that cannot be reclaimed), or
+    None without a limit. Inside a container the limit is the container's, which psutil's host-wide view does
+    not show. Page cache (torch's libraries, read once) counts in the cgroup's usage but is given back under
+    pressure, so it is not counted as held; tmpfs pages (shmem) are."""
+    for base, (lim_f, use_f), (file_k, shmem_k) in (
+            ("/sys/fs/cgroup", ("memory.max", "memory.current"), ("file", "shmem")),
+            ("/sys/fs/cgroup/memory", ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+             ("total_cache", "total_shmem"))):
+        try:
+            raw = Path(base, lim_f).read_text().strip()
+            used = int(Path(base, use_f).read_text().strip())
+            stat = dict(line.split() for line in Path(base, "memory.stat").read_text().splitlines()
+                        if len(line.split()) == 2)
+        except (OSError, ValueError):
+            continue
+        if raw == "max" or not raw.isdigit() or int(raw) >= 1 << 60:  # v1 writes a huge number for "no limit"
+            return None
+        reclaimable = max(0, int(stat.get(file_k, 0)) - int(stat.get(shmem_k, 0)))
+        return max(0, int(raw) - max(0, used - reclaimable))
+    return None
+
+
+def host_free_bytes() -> int:
+    """Memory this process can still take: the host's available memory, or less under a cgroup limit."""
+    free = psutil.virtual_memory().available
+    cg = _cgroup_free_bytes()
+    return min(free, cg) if cg is not None else free
+
+
 def pin_threads(pid: int, cpus: set[int] | None) -> None:
     """Move every thread of a running worker onto ``cpus`` (affinity is per thread; new threads inherit it)."""
     if not cpus:

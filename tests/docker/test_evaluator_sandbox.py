@@ -192,6 +192,11 @@ def host_ip() -> str:
             return "127.0.0.1"
 
 
+def why(res: dict) -> str:
+    """A failed result's reason first (pytest cuts a long dict's repr before the error)."""
+    return f"flags={res.get('flags')} error={res.get('error')!r} log={str(res.get('log', ''))[-2000:]!r} result={res}"
+
+
 def cpu_spec(image: str, job_dir: Path, **kw) -> dict:
     """The evaluator's own container spec without the GPU request (CPU machine)."""
     from kernelrl.evaluation.docker_sandbox import container_spec
@@ -229,8 +234,9 @@ def cpu_sandbox(monkeypatch):
 def eval_settings(**kw) -> dict:
     from kernelrl.config.stages import EvalConfig
 
-    cfg = EvalConfig(device="cpu", budget_s=0.4, correctness_trials=3, reverify=False, max_wall_s=90,
-                     min_timeout_s=4.0, timeout_factor=50.0, spread_threshold=10.0, memory_limit_mb=4096, **kw)
+    base = dict(device="cpu", budget_s=0.4, correctness_trials=3, reverify=False, max_wall_s=90,
+                min_timeout_s=4.0, timeout_factor=50.0, spread_threshold=10.0, memory_limit_mb=4096)
+    cfg = EvalConfig(**{**base, **kw})
     return dataclasses.asdict(cfg)
 
 
@@ -287,10 +293,29 @@ def test_hostile_candidate_result_comes_back(docker_engine, step_image, cpu_sand
                                        timeout_s=300)
     dt = time.monotonic() - t0
     assert res["sandbox"]["docker"]["network"] == "none"
-    assert res["executable"] is True and res["correct"] is True, res  # correct only if nothing leaked
+    assert res["executable"] is True and res["correct"] is True, why(res)  # correct only if nothing leaked
     print(f"\nhostile candidate result: speedup={res['speedup']} flags={res['flags']} error={res.get('error')}")
     assert not docker_engine.containers.list(all=True, filters={"label": "kernelrl.role=evaluation"})
     print(f"\ndocker: hostile candidate evaluated in a container in {dt:.1f} s (speedup {res['speedup']})")
+
+
+def test_timing_blocks_fit_the_container_memory(docker_engine, step_image, cpu_sandbox):
+    """Long spans ask for many calls per span; the sets a block stages must still fit the container (2 GB here).
+    A fixed 2 GB per worker got both workers OOM-killed mid-timing on a fast CPU (reported reference-disturbed)."""
+    from kernelrl.tasks import get_task
+
+    task = get_task("09_Swish")  # 16 MB in, 16 MB out per call
+    cand = "import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" \
+           "        return x * torch.sigmoid(x)\n"
+    res = cpu_sandbox.run_in_container(step_image, "GPU-00000000-cpu-test", task.source, cand,
+                                       eval_settings(target_round_ms=2000.0, budget_s=0.2, min_rounds=4),
+                                       client=docker_engine, mem_limit=MEM, pids_limit=PIDS, tmpfs_size="512m",
+                                       timeout_s=300)
+    assert res["executable"] is True and res["correct"] is True and res["speedup"] > 0, why(res)
+    k, spans = res["timing"]["calls_per_round"], res["timing"]["spans_per_block"]
+    staged = k * spans * 32 * 2**20  # sets x (input + output) per worker
+    assert k >= 1 and spans >= 2 and 2 * staged <= 0.5 * 2 * 2**30, (k, spans, why(res))
+    print(f"\ndocker: a block in a 2 GB container staged {k} x {spans} sets ({staged / 2**20:.0f} MB per worker)")
 
 
 def test_fork_bomb_candidate_result_comes_back(docker_engine, step_image, cpu_sandbox):
@@ -319,5 +344,5 @@ def test_evaluator_image_sandbox_hostile_candidate(docker_engine, evaluator_imag
                                        HOSTILE_CANDIDATE % {"host_ip": host_ip()}, eval_settings(),
                                        client=docker_engine, mem_limit=MEM, pids_limit=PIDS, tmpfs_size="512m",
                                        timeout_s=300)
-    assert res["executable"] is True and res["correct"] is True, res
+    assert res["executable"] is True and res["correct"] is True, why(res)
     assert res["sandbox"]["docker"]["image"] == evaluator_image
