@@ -20,6 +20,11 @@ Output conventions a step may use on stdout (one per line; everything else is lo
   (e.g. ``KERNELRL_PROGRESS 0.25 step 2/8``). The flow turns these into a Prefect progress artifact;
   ``steps.common`` does not print them yet - a step prints them itself (``print(..., flush=True)``).
 
+What reaches where: every line of a step goes to its log file (``log_file``; the flow passes
+``<home>/runs/<run>/logs/<stage>.log``) and to the Prefect run logger (the UI keeps the whole output). The
+``kernelrl.console`` logger gets only what a person watching a run needs: progress lines and the step's own
+warnings and errors (``kernelrl pipeline run`` prints that logger and quiets Prefect's console handler).
+
 The environment a step sees is an allow-list (``step_env``): ``KERNELRL_*`` settings, PATH/HOME/locale,
 offline Hugging Face switches, thread counts, ``VLLM_*``/``NCCL_*`` tuning. A variable whose name looks like a
 secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``) passes only to the stages listed for it in
@@ -55,6 +60,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 MANIFEST_MARKER = "KERNELRL_MANIFEST "
+CONSOLE = logging.getLogger("kernelrl.console")  # the short per-stage lines a person follows a run by
+# A step's own warnings and errors (its logging format is "<time> <stage> LEVEL message"; one-line user errors
+# start with "error:"); library chatter (FutureWarning and friends) stays in the log file.
+_NOTABLE = re.compile(r"^\S+ \S+ \S+ (WARNING|ERROR|CRITICAL) |^error: ")
 PROGRESS_MARKER = "KERNELRL_PROGRESS "
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,8 +114,10 @@ def _rebuild_step_failed(stage: str, text: str, retryable: bool, exit_code: int 
 
 class StepRunner(Protocol):
     def run(self, stage: str, run_name: str, recipe: str, overrides: Mapping[str, Any] | None,
-            manifest_out: Path, *, on_progress: ProgressFn | None = None) -> dict[str, Any]:
-        """Run one step to completion; return its manifest or raise ``StepFailed``."""
+            manifest_out: Path, *, on_progress: ProgressFn | None = None,
+            log_file: Path | None = None) -> dict[str, Any]:
+        """Run one step to completion; return its manifest or raise ``StepFailed``. Every output line is
+        appended to ``log_file`` when given."""
         ...
 
 
@@ -160,15 +171,36 @@ def _stage_logger(stage: str) -> logging.Logger | logging.LoggerAdapter:
 class _Output:
     """Consumes a step's output lines: logs them, captures the manifest, parses progress, keeps a tail."""
 
-    def __init__(self, stage: str, logger, on_progress: ProgressFn | None, tail: int = 30):
+    def __init__(self, stage: str, logger, on_progress: ProgressFn | None, tail: int = 30,
+                 log_file: Path | None = None, header: str = ""):
         self.stage = stage
         self.logger = logger
         self.on_progress = on_progress
         self.manifest_line: dict[str, Any] | None = None
         self.tail: deque[str] = deque(maxlen=tail)
+        self.log_file = Path(log_file) if log_file else None
+        self._fh = None
+        if self.log_file is not None:
+            try:
+                self.log_file.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.log_file, "a", buffering=1, errors="replace")
+                self._fh.write(f"===== {time.strftime('%Y-%m-%d %H:%M:%S')} {header}\n")
+            except OSError as e:  # a full or read-only disk must not fail the step: the UI still has the lines
+                self.logger.warning("%s | cannot write the log file %s: %s", stage, self.log_file, e)
+                self._fh = None
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
     def line(self, text: str, stream: str = "out") -> None:
         text = text.rstrip("\r\n")
+        if self._fh is not None:
+            try:
+                self._fh.write(("! " if stream == "err" else "") + text + "\n")
+            except OSError:
+                self._fh = None
         if text.startswith(MANIFEST_MARKER):
             try:
                 self.manifest_line = json.loads(text[len(MANIFEST_MARKER):])
@@ -185,6 +217,7 @@ class _Output:
                 return
             msg = parts[1] if len(parts) > 1 else ""
             self.logger.info("%s | progress %.0f%% %s", self.stage, frac * 100, msg)
+            CONSOLE.info("%-8s %3.0f%% %s", self.stage, frac * 100, msg)
             if self.on_progress is not None:
                 try:
                     self.on_progress(frac, msg)
@@ -193,6 +226,8 @@ class _Output:
             return
         self.tail.append(text)
         self.logger.info("%s%s %s", self.stage, " !" if stream == "err" else " |", text)
+        if _NOTABLE.search(text):
+            CONSOLE.warning("%-8s ! %s", self.stage, text)
 
     def error_hint(self) -> str:
         """The most telling recent line (a step's one-line ``error: ...``), else the last line."""
@@ -271,14 +306,24 @@ class LocalProcessRunner:
         return env
 
     def run(self, stage: str, run_name: str, recipe: str, overrides: Mapping[str, Any] | None,
-            manifest_out: Path, *, on_progress: ProgressFn | None = None) -> dict[str, Any]:
+            manifest_out: Path, *, on_progress: ProgressFn | None = None,
+            log_file: Path | None = None) -> dict[str, Any]:
         logger = _stage_logger(stage)
         manifest_out = Path(manifest_out).resolve()
         manifest_out.parent.mkdir(parents=True, exist_ok=True)
         manifest_out.unlink(missing_ok=True)  # never mistake an old manifest for this attempt's
         cmd = self.command(stage, run_name, recipe, overrides, manifest_out)
         logger.info("%s | starting: %s", stage, " ".join(cmd[1:]))
-        out = _Output(stage, logger, on_progress)
+        out = _Output(stage, logger, on_progress, log_file=log_file, header=" ".join(cmd[1:]))
+        try:
+            return self._run(stage, run_name, cmd, manifest_out, out, logger)
+        except StepFailed as e:
+            raise _with_log(e, log_file) from None
+        finally:
+            out.close()
+
+    def _run(self, stage: str, run_name: str, cmd: list[str], manifest_out: Path, out: _Output, logger
+             ) -> dict[str, Any]:
         try:
             proc = subprocess.Popen(cmd, cwd=self.cwd or Path.cwd(), env=self.env(stage), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1,
@@ -336,6 +381,13 @@ class LocalProcessRunner:
                 return
             except subprocess.TimeoutExpired:
                 continue
+
+
+def _with_log(e: StepFailed, log_file: Path | None) -> StepFailed:
+    """The failure with where its whole output is (the message carries only the most telling line)."""
+    if log_file is not None and "full log:" not in str(e):
+        e.args = (f"{e} (full log: {log_file})",)
+    return e
 
 
 def _die_with_parent() -> None:
@@ -525,7 +577,15 @@ class DockerRunner:
         return spec
 
     def run(self, stage: str, run_name: str, recipe: str, overrides: Mapping[str, Any] | None,
-            manifest_out: Path, *, on_progress: ProgressFn | None = None) -> dict[str, Any]:
+            manifest_out: Path, *, on_progress: ProgressFn | None = None,
+            log_file: Path | None = None) -> dict[str, Any]:
+        try:
+            return self._run(stage, run_name, recipe, overrides, manifest_out, on_progress, log_file)
+        except StepFailed as e:
+            raise _with_log(e, log_file) from None
+
+    def _run(self, stage: str, run_name: str, recipe: str, overrides: Mapping[str, Any] | None,
+             manifest_out: Path, on_progress: ProgressFn | None, log_file: Path | None) -> dict[str, Any]:
         from kernelrl.config.recipes import load_recipe
         from kernelrl.config.settings import load_settings
 
@@ -548,7 +608,7 @@ class DockerRunner:
                              retryable=False) from None
         except docker.errors.APIError as e:
             raise StepFailed(stage, f"cannot start container: {e.explanation or e}", retryable=True) from None
-        out = _Output(stage, logger, on_progress)
+        out = _Output(stage, logger, on_progress, log_file=log_file, header=f"container {spec['name']}")
         timer = None
         timed_out = threading.Event()
         if self.timeout_s:
@@ -572,6 +632,7 @@ class DockerRunner:
                 out.line(buf)
             code = int(container.wait().get("StatusCode", -1))
         finally:
+            out.close()
             if timer is not None:
                 timer.cancel()
             try:

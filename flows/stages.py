@@ -37,7 +37,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.runner import StepFailed, make_runner, parse_overrides
+from flows.runner import CONSOLE, StepFailed, make_runner, parse_overrides
 from flows.secrets import apply_prefect_secrets
 from kernelrl.errors import ConfigError
 from steps.common import STAGE_VERSIONS, STAGES
@@ -267,6 +267,7 @@ def execute_stage(stage: str, run: str, recipe: str = "smoke", overrides: dict[s
             missing = missing_outputs(rec["manifest"] or {}, settings)
             if not missing:
                 logger.info("%s: skipped (done with the same inputs, cache key %s)", stage, key[:12])
+                CONSOLE.info("%-8s skipped: done with the same inputs", stage)
                 return {"stage": stage, "status": "skipped", "manifest": rec["manifest"], "cache_key": key}
             logger.info("%s: re-running: outputs missing: %s", stage, ", ".join(missing))
         elif force:
@@ -277,7 +278,17 @@ def execute_stage(stage: str, run: str, recipe: str = "smoke", overrides: dict[s
         manifest_out = Path(settings.home).resolve() / "runs" / run / "manifests" / f"{stage}.json"
         step_runner = make_runner(runner, module_prefix=module_prefix, **(runner_options or {}))
         progress = _Progress(stage, run, logger) if _in_run_context() else None
-        manifest = step_runner.run(stage, run, recipe, overrides, manifest_out, on_progress=progress)
+        log_file = stage_log_path(settings, run, stage)
+        CONSOLE.info("%-8s started (log: %s)", stage, log_file)
+        try:
+            manifest = step_runner.run(stage, run, recipe, overrides, manifest_out, on_progress=progress,
+                                       log_file=log_file)
+        except StepFailed as e:
+            CONSOLE.error("%-8s failed%s: %s", stage, " (will retry)" if e.retryable else "",
+                          str(e).removeprefix(f"step {stage}: "))
+            raise
+        CONSOLE.info("%-8s done in %s s%s", stage, manifest.get("wall_s", "?"),
+                     ": " + headline_metrics(manifest) if headline_metrics(manifest) else "")
         # The step recorded done + manifest itself; the flow adds the key it will compare next time.
         store.set_stage(run, stage, status="done", recipe=recipe_obj.name, cache_key=key, manifest=manifest,
                         inputs={"recipe": recipe, "overrides": overrides, "upstream":
@@ -285,6 +296,36 @@ def execute_stage(stage: str, run: str, recipe: str = "smoke", overrides: dict[s
         return {"stage": stage, "status": "done", "manifest": manifest, "cache_key": key}
     finally:
         store.engine.dispose()
+
+
+def stage_log_path(settings, run: str, stage: str) -> Path:
+    """Where a stage's whole output goes (every attempt appended): ``<home>/runs/<run>/logs/<stage>.log``."""
+    return Path(settings.home).resolve() / "runs" / run / "logs" / f"{stage}.log"
+
+
+# The few numbers of a stage's manifest worth a line on the console and a column in the summary table (crl's
+# training numbers are under metrics.training). The policy stages' success_rate/mean_speedup are those of their
+# end-of-stage policy evaluation.
+HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
+    "augment": ("successes", "success_rate", "mean_speedup"),
+    "sft": ("last_loss", "success_rate", "mean_speedup"),
+    "selfsup": ("success_rate", "mean_speedup"),
+    "crl": ("reward_mean_first", "reward_mean_last", "success_rate", "mean_speedup"),
+    "bench": ("tasks", "success", "faster", "median_speedup", "mean_speedup"),
+}
+
+
+def headline_metrics(manifest: dict[str, Any] | None, limit: int = 5) -> str:
+    """``last_loss=0.042 success_rate=0.5``: the stage's HEADLINE_METRICS that are plain numbers."""
+    metrics = (manifest or {}).get("metrics") or {}
+    pool = {**(metrics.get("training") or {}), **metrics} if isinstance(metrics.get("training"), dict) else metrics
+    keys = HEADLINE_METRICS.get((manifest or {}).get("stage"), ("success_rate", "mean_speedup"))
+    parts = []
+    for k in keys:
+        v = pool.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            parts.append(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}")
+    return " ".join(parts[:limit])
 
 
 def _in_run_context() -> bool:

@@ -84,3 +84,18 @@ def test_every_knob_has_help():
     assert len(rows) > 40
     missing = [name for name, _, help_ in rows if not help_]
     assert not missing, missing
+
+
+def test_trackers_setting(monkeypatch):
+    assert load_settings().report_to == ["tensorboard"]  # the default: event files, no account or server
+    monkeypatch.setenv("KERNELRL_REPORT_TO", "tensorboard, WandB")
+    assert load_settings().report_to == ["tensorboard", "wandb"]
+    monkeypatch.setenv("KERNELRL_REPORT_TO", "none")
+    assert load_settings().report_to == []
+    monkeypatch.setenv("KERNELRL_REPORT_TO", "tb")
+    with pytest.raises(ConfigError, match="KERNELRL_REPORT_TO.*unknown tracker 'tb'"):
+        load_settings()
+    from kernelrl.training.tracking import headline
+
+    assert headline({"loss": 0.5, "reward": 1.25, "success_rate": 0.5, "grad_norm": 3.0, "learning_rate": 1e-3,
+                     "evaluation_s": 2.04}) == "loss=0.5 reward=1.25 success=50% lr=0.001 eval_s=2.0"

@@ -4,6 +4,7 @@ logs, the CLI. One Prefect test harness (a temporary server, ~20 s) for the whol
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -217,6 +218,51 @@ def test_stage_flow_and_cli(home):
     control(home, "crl", user_error=True)
     res = cli.invoke(app, ["pipeline", "run", "--run", "c2", "--steps-module", FAKE, "--retry-delay", "0"])
     assert res.exit_code == 1 and "resume with" in res.output
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kernelrl.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_pipeline_console_is_a_few_lines_per_stage(home):
+    """What `make pipeline` shows (the real CLI in a subprocess): per stage started / progress / warnings /
+    done, then a summary table, the report, where the logs are. The steps' chatter (trl's metric dicts,
+    stderr lines) is in the stage log files and not on the console; --verbose shows it."""
+    control(home, "sft", noise=40, warn="sft: 3 examples are longer than max_length and were dropped")
+    r = _cli("pipeline", "run", "--run", "con", "--steps-module", FAKE, "--retry-delay", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    for stage in ALL:
+        assert re.search(rf"^\d\d:\d\d:\d\d {stage} +started \(log: .*/runs/con/logs/{stage}\.log\)$", out, re.M), out
+        assert re.search(rf"^\d\d:\d\d:\d\d {stage} +100% step 4/4$", out, re.M), out
+        assert re.search(rf"^\d\d:\d\d:\d\d {stage} +done in [\d.]+ s", out, re.M), out
+    assert re.search(r"^\d\d:\d\d:\d\d bench +done in [\d.]+ s: mean_speedup=1.3$", out, re.M)
+    assert re.search(r"sft +! .* WARNING sft: 3 examples are longer than max_length", out), out
+    assert "{'loss'" not in out + r.stderr and "a line on stderr" not in out + r.stderr
+    assert "Finished in state" not in out + r.stderr  # Prefect's own INFO lines stay off the console
+    table = out[re.search(r"^ *pipeline con *$", out, re.M).start():]
+    assert re.search(r"stage +status +wall s +numbers", table)
+    assert re.search(r"augment +done +[\d.]+ +success_rate=0.5", table), table
+    assert f"report: {home.resolve()}/reports/con/report.md" in out.replace(str(home), str(home.resolve()))
+    assert "logs: " in out
+    assert len(out.splitlines()) < 60, out
+    log = (home / "runs" / "con" / "logs" / "sft.log").read_text()
+    assert log.count("{'loss'") == 40 and "! fake sft: a line on stderr" in log and "WARNING sft: 3 examples" in log
+
+    # a rerun skips every stage, one line each; --verbose shows every step line again
+    r = _cli("pipeline", "run", "--run", "con", "--steps-module", FAKE, "--only", "sft", "--force", "--verbose")
+    assert r.returncode == 0 and (r.stdout + r.stderr).count("{'loss'") == 40, r.stdout + r.stderr
+    r = _cli("pipeline", "run", "--run", "con", "--steps-module", FAKE, "--from", "bench")
+    assert r.returncode == 0 and re.search(r"^\d\d:\d\d:\d\d augment +skipped", r.stdout, re.M), r.stdout
+    assert re.search(r"augment +skipped \(earlier run\)", r.stdout)
+
+    # a failing stage: one line saying so and where its whole log is; exit 1 with how to resume
+    control(home, "crl", user_error=True)
+    r = _cli("pipeline", "run", "--run", "con2", "--steps-module", FAKE, "--retry-delay", "0")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r"crl +failed: .*bad input.*\(full log: .*/runs/con2/logs/crl\.log\)", r.stdout), r.stdout
+    assert "resume with" in r.stderr
 
 
 def test_secrets_from_prefect_blocks(home):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +50,9 @@ def _args(stage: str, run: str, tiny: Path, extra: list[str] = ()) -> list[str]:
             *[a for s in sets for a in ("--set", s)]]
 
 
+STDOUT: dict[str, str] = {}  # the last run's stdout per stage
+
+
 def _step(stage, run, home, store_url, tiny, extra=(), timeout=400) -> dict:
     r = subprocess.run(_args(stage, run, tiny, list(extra)), capture_output=True, text=True,
                        env=_env(home, store_url), cwd=ROOT, timeout=timeout)
@@ -56,7 +60,25 @@ def _step(stage, run, home, store_url, tiny, extra=(), timeout=400) -> dict:
     line = [ln for ln in r.stdout.splitlines() if ln.startswith(MARKER)][-1]
     m = json.loads(line[len(MARKER):])
     assert m["stage"] == stage and m["status"] == "done"
+    STDOUT[stage] = r.stdout
     return m
+
+
+def _tracked(stage_dir: Path, stage: str, tag: str, steps: int) -> None:
+    """Training metrics went to the JSONL log and TensorBoard, the console got short progress lines only."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    rows = [json.loads(x) for x in (stage_dir / "trainer-log.jsonl").read_text().splitlines()]
+    assert rows and max(r["step"] for r in rows) == steps, rows
+    events = list((stage_dir / "tb").glob("events.out.tfevents.*"))
+    assert events, f"no TensorBoard events in {stage_dir / 'tb'}"
+    acc = EventAccumulator(str(stage_dir / "tb"))
+    acc.Reload()
+    assert tag in acc.Tags()["scalars"], acc.Tags()["scalars"]
+    out = STDOUT[stage]
+    assert not [ln for ln in out.splitlines() if ln.startswith("{'")], "trl's metric dicts reached stdout"
+    progress = [ln for ln in out.splitlines() if ln.startswith("KERNELRL_PROGRESS ") and " step " in ln]
+    assert progress and all(len(ln) < 200 for ln in progress), progress
 
 
 def _attempts(store_url: str, run: str, stage: str | None = None):
@@ -123,6 +145,8 @@ def test_all_stages_end_to_end(store_url, tmp_path, tiny_path):
     from transformers import AutoModelForCausalLM
 
     assert AutoModelForCausalLM.from_pretrained(final).config.model_type == "llama"
+    _tracked(home / "runs" / run / "sft", "sft", "train/loss", m["metrics"]["steps"])
+    assert "loss=" in STDOUT["sft"]
 
     # selfsup: one iteration, then asked for two: the finished iteration is skipped, not repeated
     m1 = _step("selfsup", run, home, store_url, tiny_path, ["selfsup.iterations=1"])
@@ -150,6 +174,8 @@ def test_all_stages_end_to_end(store_url, tmp_path, tiny_path):
     assert all({"reward", "reward_std", "success_rate", "speedup_p50", "generation_s", "evaluation_s",
                 "update_s", "tokens_per_s"} <= set(x) for x in lines)
     assert Path(m["outputs"]["checkpoint"], "kernelrl-manifest.json").exists()
+    _tracked(home / "runs" / run / "crl", "crl", "train/reward", 2)
+    assert re.search(r"KERNELRL_PROGRESS \S+ crl step 2/2 .*reward=.*success=\d+%", STDOUT["crl"]), STDOUT["crl"]
     # re-running a finished stage does no new work: the seeded policy evaluation replays into the same rows
     before = _counts(store_url)
     m2 = _step("crl", run, home, store_url, tiny_path)

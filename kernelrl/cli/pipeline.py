@@ -9,6 +9,11 @@
 Without PREFECT_API_URL the flow runs on a temporary in-process Prefect server (no set-up); with it, the run
 shows in that server's UI. Exit status: 0 done, 1 a stage failed (rerun the same command to resume: finished
 stages are skipped), 2 bad input.
+
+The console shows a few lines per stage (started, progress every KERNELRL_LOG_EVERY training steps with the
+numbers that matter, warnings, done with its headline metrics) and a summary table; each stage's whole output is
+in <home>/runs/<run>/logs/<stage>.log, the full training metrics in TensorBoard files (KERNELRL_REPORT_TO) and
+the Prefect UI keeps every line. ``--verbose`` prints everything, Prefect's own lines included.
 """
 
 from __future__ import annotations
@@ -61,8 +66,11 @@ def register(app: typer.Typer) -> None:
                                           help="Seconds before the first retry; doubles each time."),
         module_prefix: str = typer.Option("steps", "--steps-module", hidden=True,
                                           help="Package holding the step modules (tests use tests.fake_steps)."),
+        verbose: bool = typer.Option(False, "--verbose", "-v",
+                                     help="Print every line of every step and Prefect's own log lines too."),
     ) -> None:
-        """Run augment -> sft -> selfsup -> crl -> bench; print where the report is."""
+        """Run augment -> sft -> selfsup -> crl -> bench; print a summary and where the report is."""
+        _console(verbose)  # before Prefect is imported: its console handler reads its level at set-up
         from flows.pipeline import ensure_prefect_env, report_path, select_stages
         from flows.runner import parse_overrides
         from kernelrl.config.recipes import load_recipe
@@ -76,6 +84,7 @@ def register(app: typer.Typer) -> None:
             if not _step_exists(module_prefix, stage):
                 raise ConfigError(f"step module {module_prefix}.{stage} does not exist yet")
         ensure_prefect_env()
+        typer.echo(f"pipeline {run}: recipe {recipe}, {' -> '.join(s for s, _ in plan)} ({runner} runner)")
         from flows.pipeline import pipeline
 
         state = pipeline(run=run, recipe=recipe, from_stage=from_stage, only=only, force=force, overrides=overrides,
@@ -87,12 +96,13 @@ def register(app: typer.Typer) -> None:
             typer.secho(f"pipeline {run}: failed: {msg}", err=True, fg=typer.colors.RED)
             typer.echo(f"resume with: kernelrl pipeline run --recipe {recipe} --run {run} (finished stages skip); "
                        f"see: kernelrl pipeline status --run {run}", err=True)
+            _where(run)
             raise typer.Exit(1)
         result = state.result()
-        for stage, status in result["stages"].items():
-            typer.echo(f"{stage:8s} {status}")
         report = result.get("report") or report_path(_bench_manifest(run))
+        _summary(run, result)
         typer.echo(f"report: {report}" if report else "report: none (bench did not run in this invocation)")
+        _where(run)
 
     @group.command("status")
     def status_cmd(
@@ -121,6 +131,57 @@ def register(app: typer.Typer) -> None:
         Console().print(table)
 
     app.add_typer(group, name="pipeline")
+
+
+def _console(verbose: bool) -> None:
+    """The run's console: our ``kernelrl.console`` lines on stdout; Prefect's console handler only for warnings
+    and errors unless ``verbose`` (the Prefect UI and the stage log files keep everything either way)."""
+    import logging
+    import os
+    import sys
+
+    if verbose:  # the handler's own default, everything the loggers pass (the string "0" breaks its dictConfig)
+        os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "NOTSET"
+    else:
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    con = logging.getLogger("kernelrl.console")
+    if not any(getattr(h, "_kernelrl_console", False) for h in con.handlers):
+        h = logging.StreamHandler(sys.stdout)
+        h.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+        h._kernelrl_console = True
+        con.addHandler(h)
+    con.setLevel(logging.INFO)
+    con.propagate = False
+
+
+def _summary(run: str, result: dict) -> None:
+    """One table: each stage of this invocation, its status, wall time and headline numbers."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from flows.stages import headline_metrics
+
+    table = Table(title=f"pipeline {run}", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("stage", "status", "wall s", "numbers"):
+        table.add_column(col, no_wrap=col != "numbers")
+    manifests = result.get("manifests") or {}
+    for stage, status in result["stages"].items():
+        m = manifests.get(stage) or {}
+        table.add_row(stage, status + (" (earlier run)" if status == "skipped" else ""), str(m.get("wall_s", "")),
+                      headline_metrics(m))
+    Console(width=max(100, Console().width), soft_wrap=False).print(table)
+
+
+def _where(run: str) -> None:
+    """Where the rest is: the stage logs and the TensorBoard files."""
+    from kernelrl.config.settings import load_settings
+
+    settings = load_settings()
+    runs = settings.home.resolve() / "runs" / run
+    typer.echo(f"logs: {runs / 'logs'}")
+    if "tensorboard" in settings.report_to and any(runs.glob("*/**/tb")):
+        typer.echo(f"metrics: tensorboard --logdir {runs}")
 
 
 def _step_exists(module_prefix: str, stage: str) -> bool:

@@ -39,6 +39,9 @@ def redact_url(url: str | None) -> str | None:
     return _PASSWORD_IN_URL.sub(r"\1***\3", url)
 
 
+TRACKERS = ("tensorboard", "wandb", "mlflow")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KERNELRL_", env_file=".env", extra="ignore")
 
@@ -67,6 +70,16 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(None, description="Default model name at llm_base_url.")
     kernelbench_dir: Path | None = Field(None, description="A KernelBench checkout (its KernelBench/ folder).")
     log_level: str = Field("INFO", description="Python logging level for steps, flows and workers.")
+    # Trackers, as trl users know them (TrainingArguments.report_to): the full per-step metrics go there, the
+    # console gets one short line every log_every steps. TensorBoard event files are the default because they
+    # need no account or server; "wandb"/"mlflow" are passed to transformers (configured by their own env vars).
+    report_to: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["tensorboard"],
+        description="Trackers for training metrics, comma separated: tensorboard (files under <home>/runs/<run>/"
+        "<stage>/tb), wandb, mlflow; 'none' for none.",
+    )
+    log_every: int = Field(
+        10, ge=1, description="Training steps per console progress line (the first and last step always print).")
 
     @field_validator("gpu_ids", mode="before")
     @classmethod
@@ -74,6 +87,16 @@ class Settings(BaseSettings):
         if isinstance(v, str):
             return [s.strip() for s in v.split(",") if s.strip()]
         return v
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _split_report_to(cls, v: Any) -> Any:
+        items = [s.strip().lower() for s in v.split(",")] if isinstance(v, str) else [str(s).lower() for s in v]
+        items = [s for s in items if s and s != "none"]
+        bad = [s for s in items if s not in TRACKERS]
+        if bad:
+            raise ValueError(f"unknown tracker {bad[0]!r}: expected {', '.join(TRACKERS)} or none")
+        return items
 
     @field_validator("log_level")
     @classmethod

@@ -190,6 +190,8 @@ class _Gen:
 def _build_args(recipe, out_dir: Path):
     from trl import GRPOConfig
 
+    from kernelrl.training.tracking import report_to
+
     c = recipe.crl
     cuda = torch.cuda.is_available()
     world = dist.world_size()
@@ -210,7 +212,8 @@ def _build_args(recipe, out_dir: Path):
         max_completion_length=c.max_completion_length, temperature=c.temperature, top_p=1.0, beta=c.beta,
         epsilon=c.epsilon, loss_type="grpo",  # token-averaged per sequence, then over the group (the paper)
         scale_rewards="group",  # (r - mean) / std within the group
-        logging_steps=1, save_steps=c.save_steps, save_total_limit=2, save_only_model=False, report_to=[],
+        logging_steps=1, save_steps=c.save_steps, save_total_limit=2, save_only_model=False,
+        report_to=report_to(),
         bf16=cuda and recipe.model.dtype == "bfloat16", use_cpu=not cuda, seed=c.seed, data_seed=c.seed,
         shuffle_dataset=False, remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
         lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
@@ -265,8 +268,6 @@ def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, pro
             timing["generation_s"] += rec["generation_s"]
             timing["evaluation_s"] += rec["evaluation_s"]
             timing["update_s"] += rec["update_s"]
-            if progress:
-                progress(state.global_step / max(steps_total, 1), f"crl step {state.global_step}/{steps_total}")
 
         def on_log(self, args, state, control, logs=None, **kw):
             if not dist.is_main() or not logs or "reward" not in logs:
@@ -292,6 +293,13 @@ def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, pro
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=_build_args(recipe, out_dir),
                           train_dataset=ds.hf_dataset(), processing_class=tok, callbacks=[Metrics()],
                           peft_config=lora_config(c.lora_r, c.lora_alpha) if c.lora else None)
+    from kernelrl.training.tracking import attach_tracking
+
+    # console lines: trl's reward/loss plus our success rate and time split of that step (set in on_step_end)
+    attach_tracking(trainer, out_dir, label="crl", total_steps=steps_total, progress=progress, span=(0.0, 0.95),
+                    extra=lambda step: {k: v for k, v in reward.per_step.get(step - 1, {}).items()
+                                        if k in ("success_rate", "mean_speedup", "generation_s", "evaluation_s",
+                                                 "update_s", "tokens_per_s")})
     trainer.data_collator = ds.collate  # slot ids -> prompts built from the store as batches are drawn
     if saved.get("sampler") and hasattr(ds.sampler, "load_state_dict"):
         ds.sampler.load_state_dict(saved["sampler"])

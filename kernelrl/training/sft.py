@@ -155,12 +155,17 @@ def write_final(trainer, base_model: str, tokenizer, out_dir: Path, *, lora: boo
 
 
 def sft_train(model_path: str, pairs: list[dict], out_dir: Path, cfg, *, seed: int = 0, dtype: str = "float32",
-              log_path: Path | None = None) -> Path:
-    """Train on ``pairs`` (resuming from ``out_dir/trainer``'s newest checkpoint) and return ``out_dir/final``."""
+              log_path: Path | None = None, progress=None, span: tuple[float, float] = (0.0, 1.0),
+              label: str = "sft") -> Path:
+    """Train on ``pairs`` (resuming from ``out_dir/trainer``'s newest checkpoint) and return ``out_dir/final``.
+    ``progress(fraction, message)`` gets a line every ``log_every`` steps, mapped into ``span`` of the stage;
+    the full metrics go to ``out_dir/trainer-log.jsonl`` and the trackers (kernelrl.training.tracking)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig as TrlSFTConfig
+
+    from kernelrl.training.tracking import attach_tracking, report_to
     from trl import SFTTrainer
 
     out_dir = Path(out_dir)
@@ -186,12 +191,13 @@ def sft_train(model_path: str, pairs: list[dict], out_dir: Path, cfg, *, seed: i
         output_dir=str(out_dir / "trainer"), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
         per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
         max_length=cfg.max_length, completion_only_loss=True, save_steps=cfg.save_steps, save_total_limit=2,
-        logging_steps=max(1, min(10, cfg.save_steps)), report_to=[], bf16=cuda and dtype == "bfloat16",
+        logging_steps=max(1, min(10, cfg.save_steps)), report_to=report_to(), bf16=cuda and dtype == "bfloat16",
         use_cpu=not cuda, seed=seed, data_seed=seed, lr_scheduler_type="constant_with_warmup",
         warmup_steps=min(5, max(1, cfg.save_steps // 2)), weight_decay=0.0, disable_tqdm=True,
         dataloader_num_workers=0, save_only_model=False, gradient_checkpointing=cfg.gradient_checkpointing)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok,
                          peft_config=lora_config(cfg.lora_r, cfg.lora_alpha) if cfg.lora else None)
+    attach_tracking(trainer, out_dir, label=label, progress=progress, span=span)
     resume = last_checkpoint(out_dir / "trainer")
     if resume:
         log.info("sft: resuming from %s", resume)

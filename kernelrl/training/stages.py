@@ -83,7 +83,7 @@ def run_sft(ctx) -> dict[str, Any]:
     rows = with_contrastive_copies(pairs, ctx.store, tasks, r, r.sft.contrastive_copies, token_counter(base), r.seed)
     progress(0.0, f"sft on {len(pairs)} pairs ({len(rows)} examples)")
     final = sft_train(base, rows, ctx.work_dir, r.sft, seed=r.seed, dtype=r.model.dtype,
-                      log_path=ctx.work_dir / "train-log.json")
+                      log_path=ctx.work_dir / "train-log.json", progress=progress, span=(0.0, 0.8))
     train_s = time.monotonic() - t0
     if not dist.is_main():
         return {}
@@ -118,7 +118,7 @@ def run_selfsup(ctx) -> dict[str, Any]:
     try:
         for it in range(len(state["iterations"]), s.iterations):
             t0 = time.monotonic()
-            progress(it / max(s.iterations, 1), f"selfsup iteration {it}: sampling")
+            progress(0.9 * it / max(s.iterations, 1), f"selfsup iteration {it + 1}/{s.iterations}: sampling")
             rows, stats = None, None
             if dist.is_main():
                 backend = load_policy(state["model_dir"])
@@ -146,7 +146,10 @@ def run_selfsup(ctx) -> dict[str, Any]:
             entry = {"iteration": it, **stats, "model_in": state["model_dir"]}
             if rows:
                 t1 = time.monotonic()
-                new = sft_train(state["model_dir"], rows, it_dir, s.sft, seed=r.seed + it + 1, dtype=r.model.dtype)
+                n_it = max(s.iterations, 1)
+                new = sft_train(state["model_dir"], rows, it_dir, s.sft, seed=r.seed + it + 1, dtype=r.model.dtype,
+                                progress=progress, span=(0.9 * (it + 0.5) / n_it, 0.9 * (it + 1) / n_it),
+                                label=f"selfsup iteration {it + 1}/{s.iterations}: sft")
                 entry["train_s"] = round(time.monotonic() - t1, 2)
                 if dist.is_main():
                     entry["checkpoint"] = sync_checkpoint(ctx.settings, new, f"runs/{ctx.run}/selfsup/iter-{it}")
@@ -158,8 +161,10 @@ def run_selfsup(ctx) -> dict[str, Any]:
             state["iterations"].append(entry)
             if dist.is_main():
                 atomic_json(state_path, state)
-                log.info("selfsup iteration %d: success rate %.3f, trained on %d", it, stats["success_rate"],
-                         len(rows))
+                progress(0.9 * (it + 1) / max(s.iterations, 1),
+                         f"selfsup iteration {it + 1}/{s.iterations}: success={stats['success_rate']:.0%} "
+                         f"trained on {len(rows)} gen_s={stats['generation_s']:.1f} "
+                         f"eval_s={stats['evaluation_s']:.1f}")
             dist.barrier()
         if not dist.is_main():
             return {}

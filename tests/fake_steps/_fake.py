@@ -6,6 +6,8 @@
     hang_times:  hang (sleep 120 s, to be killed) on this many first attempts
     dump_env:    write the step's environment to <home>/fake/<stage>.env.json
     no_manifest: exit 0 without writing a manifest
+    noise:       print this many trl-style metric dicts (what a console must not show)
+    warn:        log this warning through the step's logging (what a console must show)
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ def body_for(stage: str):
         n = _attempt(home, stage)
         print(f"fake {stage}: attempt {n} recipe={ctx.recipe.name} digest={ctx.recipe.digest()}", flush=True)
         print(f"fake {stage}: a line on stderr", file=sys.stderr, flush=True)
+        for i in range(int(ctrl.get("noise", 0))):
+            print({"loss": 1.0 / (i + 1), "grad_norm": 0.5, "learning_rate": 1e-3, "epoch": i / 10,
+                   "num_tokens": 1000 * i, "mean_token_accuracy": 0.1}, flush=True)
+        if ctrl.get("warn"):
+            import logging
+
+            logging.getLogger("kernelrl.fake").warning(ctrl["warn"])
         if ctrl.get("dump_env"):
             (home / "fake" / f"{stage}.env.json").write_text(json.dumps(dict(os.environ)))
         if ctrl.get("user_error"):
