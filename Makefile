@@ -29,9 +29,15 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -c "import kernelrl, torch, sqlalchemy, prefect, trl" 
 	touch $@
 
-# Fast suite: everything but the slow/docker/vllm/gpu markers (gpu tests skip themselves without CUDA).
-test: setup
+# Fast suite: everything but the slow/docker/vllm/gpu markers (gpu tests skip themselves without CUDA); the
+# linter first (a second, not minutes).
+test: setup lint
 	$(PY) -m pytest -q -m "not slow and not docker and not vllm" $(PYTEST_ARGS)
+
+# ruff: pyflakes + pycodestyle at the 120 columns the code keeps (config: pyproject.toml [tool.ruff]); the
+# layers' import rules are a test (tests/test_import_rules.py). Not `ruff format`: it would rewrap every file.
+lint: setup
+	$(VENV)/bin/ruff check kernelrl steps flows tests bench
 
 test-slow: setup
 	$(PY) -m pytest -q -m "slow and not docker and not vllm" $(PYTEST_ARGS)

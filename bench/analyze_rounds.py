@@ -37,8 +37,10 @@ def main() -> None:
                   f"go_ref={statistics.median(gr) * 1e3:8.3f}ms mad={rel_mad(gr):.3f} "
                   f"go_cand={statistics.median(gc) * 1e3:8.3f}ms mad={rel_mad(gc):.3f} "
                   f"harn_ref={statistics.median(hr) * 1e3:7.2f} harn_cand={statistics.median(hc) * 1e3:7.2f} "
-                  f"med_ratio={statistics.median(ratios):.4f} ratio_of_med={statistics.median(gr) / statistics.median(gc):.4f} "
-                  f"ref_first={statistics.median(rf) if rf else 0:.4f} cand_first={statistics.median(cf) if cf else 0:.4f} "
+                  f"med_ratio={statistics.median(ratios):.4f} "
+                  f"ratio_of_med={statistics.median(gr) / statistics.median(gc):.4f} "
+                  f"ref_first={statistics.median(rf) if rf else 0:.4f} "
+                  f"cand_first={statistics.median(cf) if cf else 0:.4f} "
                   f"score={rep.get('score_raw')}")
 
 

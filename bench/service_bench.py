@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                      reverify=False, cache_dir=str(cache))
     cands = pick_candidates(a.n, not cpu, set(a.expect.split(",")))
     report = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
-              "command": " ".join([Path(sys.argv[0]).name if argv is None else "service_bench.py", *(argv or sys.argv[1:])]),
+              "command": " ".join([Path(sys.argv[0]).name if argv is None else "service_bench.py",
+                                   *(argv or sys.argv[1:])]),
               "devices": devices, "device_names": device_names(devices), "n_candidates": len(cands),
               "n_tasks": len({t.key for t, _ in cands}), "warm": not a.cold,
               "settings": {"budget_s": a.budget_s, "correctness_trials": a.correctness_trials},

@@ -71,9 +71,9 @@ def contrastive_eval(manifests: dict, args, env: dict) -> dict:
     from kernelrl.training.common import recipe_tasks
 
     settings = load_settings()
-    from steps.common import _parse_set
+    from kernelrl.step import parse_sets
 
-    recipe = load_recipe(args.recipe, _parse_set(args.set))
+    recipe = load_recipe(args.recipe, parse_sets(args.set))
     store = Store(settings.resolved_store_url)
     tasks = recipe_tasks(recipe, settings)
     snap = manifests["augment"].get("snapshot")

@@ -47,6 +47,6 @@ RUN echo /opt/kernelrl > "$(python -c 'import sysconfig; print(sysconfig.get_pat
     && printf '#!/opt/venv/bin/python\nimport sys\nfrom kernelrl.cli import main\nsys.exit(main())\n' > /opt/venv/bin/kernelrl \
     && chmod 0755 /opt/venv/bin/kernelrl \
     && chmod -R a+rX /opt/kernelrl \
-    && python -c "import kernelrl, steps.common, kernelrl.evaluation, kernelrl.training.common"
+    && python -c "import kernelrl, kernelrl.step, steps.sft, kernelrl.evaluation, kernelrl.training.common"
 WORKDIR /opt/kernelrl
 CMD ["python", "-m", "steps.bench", "--help"]

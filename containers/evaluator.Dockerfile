@@ -45,7 +45,7 @@ COPY flows /opt/kernelrl/flows
 COPY recipes /opt/kernelrl/recipes
 RUN pip install --no-cache-dir --no-deps -e /opt/kernelrl \
     && chmod -R a+rX /opt/kernelrl \
-    && python -c "import kernelrl.evaluation.jobworker, kernelrl.evaluation.docker_sandbox, steps.common"
+    && python -c "import kernelrl.evaluation.jobworker, kernelrl.evaluation.docker_sandbox, kernelrl.step"
 WORKDIR /tmp
 USER 10001:10001
 ENTRYPOINT ["kernelrl", "worker"]

@@ -6,4 +6,5 @@
   flow per stage (``augment_flow`` ... ``bench_flow``) for per-stage deployments.
 - ``flows.pipeline``: the ``pipeline`` flow (augment -> sft -> selfsup -> crl -> bench); ``kernelrl pipeline run``.
 - ``flows.secrets``: secrets from Prefect Secret blocks for deployed flows.
+- ``flows.cli``: the ``kernelrl pipeline`` command (registered through the ``kernelrl.cli`` entry points).
 """

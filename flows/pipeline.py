@@ -24,7 +24,7 @@ from prefect import flow
 
 from flows.stages import DEFAULT_RETRIES, DEFAULT_RETRY_DELAY_S, artifact_key, configured_stage_task
 from kernelrl.errors import ConfigError
-from steps.common import STAGES
+from kernelrl.step import DEFAULT_RECIPE, STAGES
 
 # Prefect without a server on a cold 2-core machine: start-up can exceed a minute (shared/notes/stack.md);
 # telemetry fails slowly offline.
@@ -94,7 +94,7 @@ def _summary_markdown(run: str, recipe: str, results: dict[str, dict[str, Any]],
 
 
 @flow(name="kernelrl-pipeline", flow_run_name="{run}")
-def pipeline(run: str, recipe: str = "smoke", from_stage: str | None = None, only: str | None = None,
+def pipeline(run: str, recipe: str = DEFAULT_RECIPE, from_stage: str | None = None, only: str | None = None,
              force: bool = False, overrides: dict[str, Any] | None = None, runner: str = "local",
              retries: int | dict[str, int] = DEFAULT_RETRIES, retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
              module_prefix: str = "steps", runner_options: dict[str, Any] | None = None,

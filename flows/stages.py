@@ -37,10 +37,10 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.runner import CONSOLE, StepFailed, make_runner, parse_overrides
+from flows.runner import CONSOLE, StepFailed, make_runner
 from flows.secrets import apply_prefect_secrets
 from kernelrl.errors import ConfigError
-from steps.common import STAGE_VERSIONS, STAGES
+from kernelrl.step import DEFAULT_RECIPE, STAGE_VERSIONS, STAGES, load_overrides
 
 # Recipe sections that belong to one stage; everything else in a recipe is common to all stages.
 STAGE_SECTIONS: dict[str, tuple[str, ...]] = {s: (s,) for s in STAGES}
@@ -231,12 +231,12 @@ def _retry_if_retryable(task, task_run, state) -> bool:
 
 
 def _logger():
-    from flows.runner import _stage_logger
+    from flows.runner import stage_logger
 
-    return _stage_logger("flow")
+    return stage_logger("flow")
 
 
-def execute_stage(stage: str, run: str, recipe: str = "smoke", overrides: dict[str, Any] | None = None,
+def execute_stage(stage: str, run: str, recipe: str = DEFAULT_RECIPE, overrides: dict[str, Any] | None = None,
                   runner: str = "local", force: bool = False, module_prefix: str = "steps",
                   runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run (or skip) one stage; return ``{"stage", "status": done|skipped, "manifest", "cache_key"}``."""
@@ -250,7 +250,7 @@ def execute_stage(stage: str, run: str, recipe: str = "smoke", overrides: dict[s
     overrides = dict(overrides or {})
     apply_prefect_secrets()  # deployed flows: secrets from Prefect Secret blocks (flows/secrets.py)
     settings = load_settings()
-    recipe_obj = load_recipe(recipe, parse_overrides(overrides))
+    recipe_obj = load_recipe(recipe, load_overrides(overrides))
     store = Store(settings.resolved_store_url)
     try:
         store.upgrade()
@@ -336,7 +336,7 @@ def _in_run_context() -> bool:
 
 @task(name="stage", task_run_name="{stage}", cache_policy=NO_CACHE, retries=DEFAULT_RETRIES,
       retry_delay_seconds=DEFAULT_RETRY_DELAY_S, retry_condition_fn=_retry_if_retryable)
-def stage_task(stage: str, run: str, recipe: str = "smoke", overrides: dict[str, Any] | None = None,
+def stage_task(stage: str, run: str, recipe: str = DEFAULT_RECIPE, overrides: dict[str, Any] | None = None,
                runner: str = "local", force: bool = False, module_prefix: str = "steps",
                runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
     result = execute_stage(stage, run, recipe, overrides, runner, force, module_prefix, runner_options)
@@ -356,58 +356,37 @@ def configured_stage_task(stage: str, retries: int | dict[str, int] = DEFAULT_RE
     return stage_task.with_options(retries=n, retry_delay_seconds=backoff(n, retry_delay_s))
 
 
-def _stage_flow(stage: str, run: str, recipe: str, overrides: dict[str, Any] | None, runner: str, force: bool,
-                retries: int, retry_delay_s: float, module_prefix: str,
-                runner_options: dict[str, Any] | None) -> dict[str, Any]:
-    return configured_stage_task(stage, retries, retry_delay_s)(
-        stage, run, recipe, overrides, runner, force, module_prefix, runner_options)
+STAGE_FLOW_DOCS = {
+    "augment": "Stage 1a: teacher LLMs write kernels; successes go to the exemplar store.",
+    "sft": "Stage 1b: supervised fine-tuning on the successful snippets.",
+    "selfsup": "Stage 2: the self-supervised generate -> evaluate -> train loop.",
+    "crl": "Stage 3: contrastive RL (GRPO with scored exemplars in the prompt).",
+    "bench": "Final benchmark of the trained policy; writes the report.",
+}
 
 
-# One flow per stage, so each can be a deployment of its own (infra/prefect.yaml) and retried alone.
-@flow(name="kernelrl-augment", flow_run_name="{run}-augment")
-def augment_flow(run: str, recipe: str = "smoke", overrides: dict[str, Any] | None = None, runner: str = "local",
-                 force: bool = False, retries: int = DEFAULT_RETRIES, retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
-                 module_prefix: str = "steps", runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Stage 1a: teacher LLMs write kernels; successes go to the exemplar store."""
-    return _stage_flow("augment", run, recipe, overrides, runner, force, retries, retry_delay_s, module_prefix,
-                       runner_options)
+def _make_stage_flow(stage: str):
+    """One Prefect flow per stage, so each can be a deployment of its own (infra/prefect.yaml, entrypoint
+    ``flows/stages.py:<stage>_flow``) and be retried alone. Built here once instead of five copies; the explicit
+    signature is what Prefect shows as the deployment's parameters."""
+
+    def stage_flow(run: str, recipe: str = DEFAULT_RECIPE, overrides: dict[str, Any] | None = None,
+                   runner: str = "local", force: bool = False, retries: int = DEFAULT_RETRIES,
+                   retry_delay_s: float = DEFAULT_RETRY_DELAY_S, module_prefix: str = "steps",
+                   runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
+        return configured_stage_task(stage, retries, retry_delay_s)(
+            stage, run, recipe, overrides, runner, force, module_prefix, runner_options)
+
+    stage_flow.__name__ = stage_flow.__qualname__ = f"{stage}_flow"
+    stage_flow.__doc__ = STAGE_FLOW_DOCS[stage]
+    return flow(name=f"kernelrl-{stage}", flow_run_name=f"{{run}}-{stage}")(stage_flow)
 
 
-@flow(name="kernelrl-sft", flow_run_name="{run}-sft")
-def sft_flow(run: str, recipe: str = "smoke", overrides: dict[str, Any] | None = None, runner: str = "local",
-             force: bool = False, retries: int = DEFAULT_RETRIES, retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
-             module_prefix: str = "steps", runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Stage 1b: supervised fine-tuning on the successful snippets."""
-    return _stage_flow("sft", run, recipe, overrides, runner, force, retries, retry_delay_s, module_prefix,
-                       runner_options)
-
-
-@flow(name="kernelrl-selfsup", flow_run_name="{run}-selfsup")
-def selfsup_flow(run: str, recipe: str = "smoke", overrides: dict[str, Any] | None = None, runner: str = "local",
-                 force: bool = False, retries: int = DEFAULT_RETRIES, retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
-                 module_prefix: str = "steps", runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Stage 2: the self-supervised generate -> evaluate -> train loop."""
-    return _stage_flow("selfsup", run, recipe, overrides, runner, force, retries, retry_delay_s, module_prefix,
-                       runner_options)
-
-
-@flow(name="kernelrl-crl", flow_run_name="{run}-crl")
-def crl_flow(run: str, recipe: str = "smoke", overrides: dict[str, Any] | None = None, runner: str = "local",
-             force: bool = False, retries: int = DEFAULT_RETRIES, retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
-             module_prefix: str = "steps", runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Stage 3: contrastive RL (GRPO with scored exemplars in the prompt)."""
-    return _stage_flow("crl", run, recipe, overrides, runner, force, retries, retry_delay_s, module_prefix,
-                       runner_options)
-
-
-@flow(name="kernelrl-bench", flow_run_name="{run}-bench")
-def bench_flow(run: str, recipe: str = "smoke", overrides: dict[str, Any] | None = None, runner: str = "local",
-               force: bool = False, retries: int = DEFAULT_RETRIES, retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
-               module_prefix: str = "steps", runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Final benchmark of the trained policy; writes the report."""
-    return _stage_flow("bench", run, recipe, overrides, runner, force, retries, retry_delay_s, module_prefix,
-                       runner_options)
-
+augment_flow = _make_stage_flow("augment")
+sft_flow = _make_stage_flow("sft")
+selfsup_flow = _make_stage_flow("selfsup")
+crl_flow = _make_stage_flow("crl")
+bench_flow = _make_stage_flow("bench")
 
 STAGE_FLOWS = {"augment": augment_flow, "sft": sft_flow, "selfsup": selfsup_flow, "crl": crl_flow,
                "bench": bench_flow}

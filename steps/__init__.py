@@ -1,1 +1,2 @@
-"""Containerised steps: one thin entrypoint per stage (``python -m steps.<stage>``); see steps/common.py."""
+"""Containerised steps: one thin entrypoint per stage (``python -m steps.<stage>``); the contract they share is
+kernelrl/step.py."""

@@ -14,22 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from steps.common import StepContext, run_step
-
-
-def body(ctx: StepContext) -> dict:
-    from kernelrl.training.augment import run_augment
-    from kernelrl.training.common import recipe_tasks
-
-    if ctx.dry_run:
-        tasks = recipe_tasks(ctx.recipe, ctx.settings)
-        return {"metrics": {"tasks": len(tasks), "teachers": list(ctx.recipe.augment.teachers)}}
-
-    def progress(frac: float, msg: str) -> None:
-        print(f"KERNELRL_PROGRESS {frac:.3f} {msg}", flush=True)
-
-    return {"metrics": run_augment(ctx.store, ctx.recipe, ctx.run, ctx.settings, progress=progress)}
-
+from kernelrl.step import run_step, stage_body
 
 if __name__ == "__main__":
-    sys.exit(run_step("augment", body, description=__doc__))
+    sys.exit(run_step("augment", stage_body("augment"), description=__doc__))

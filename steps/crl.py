@@ -20,15 +20,8 @@ from __future__ import annotations
 
 import sys
 
+from kernelrl.step import stage_body
 from kernelrl.training.dist import run_stage
-from steps.common import StepContext
-
-
-def body(ctx: StepContext) -> dict:
-    from kernelrl.training.stages import run_crl
-
-    return run_crl(ctx)
-
 
 if __name__ == "__main__":
-    sys.exit(run_stage("crl", body, description=__doc__))
+    sys.exit(run_stage("crl", stage_body("crl"), description=__doc__))

@@ -17,15 +17,8 @@ from __future__ import annotations
 
 import sys
 
+from kernelrl.step import stage_body
 from kernelrl.training.dist import run_stage
-from steps.common import StepContext
-
-
-def body(ctx: StepContext) -> dict:
-    from kernelrl.training.stages import run_selfsup
-
-    return run_selfsup(ctx)
-
 
 if __name__ == "__main__":
-    sys.exit(run_stage("selfsup", body, description=__doc__))
+    sys.exit(run_stage("selfsup", stage_body("selfsup"), description=__doc__))

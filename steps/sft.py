@@ -15,15 +15,8 @@ from __future__ import annotations
 
 import sys
 
+from kernelrl.step import stage_body
 from kernelrl.training.dist import run_stage
-from steps.common import StepContext
-
-
-def body(ctx: StepContext) -> dict:
-    from kernelrl.training.stages import run_sft
-
-    return run_sft(ctx)
-
 
 if __name__ == "__main__":
-    sys.exit(run_stage("sft", body, description=__doc__))
+    sys.exit(run_stage("sft", stage_body("sft"), description=__doc__))

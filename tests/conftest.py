@@ -23,10 +23,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 PG_ADMIN = os.environ.get("KERNELRL_TEST_PG", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
 
-try:  # S3 fixtures live beside this file (owned by the checkpoint work)
-    from tests.fixtures_s3 import *  # noqa: F401,F403
-except ImportError:  # pragma: no cover - only while that file does not exist yet
-    pass
+from tests.fixtures_s3 import *  # noqa: F401,F403  (the S3 fixtures: moto on loopback)
 
 
 def _cuda_available() -> bool:

@@ -186,7 +186,8 @@ def test_portability_and_ablate_on_cpu(tmp_path):
                         out=tmp_path / "port", plots=False)
     report, paths = run_portability(opts, store, "Fake GPU 80GB")
     a, b = report.sources
-    assert a.label == "Fake GPU 80GB (stored)" and next(r for r in a.rows if r["task"] == "08_RMSNorm")["speedup"] == 1.7
+    assert (a.label == "Fake GPU 80GB (stored)"
+            and next(r for r in a.rows if r["task"] == "08_RMSNorm")["speedup"] == 1.7)
     rms = next(r for r in b.rows if r["task"] == "08_RMSNorm")
     assert rms["evaluated"] and rms["device_type"] != "Fake GPU 80GB"
     assert "## Portability" in paths["markdown"].read_text()

@@ -34,7 +34,7 @@ def test_store_upgrade_and_stats(tmp_path):
 
 @pytest.mark.postgres
 def test_store_upgrade_postgres(pg_url):
-    r = kernelrl("store", "upgrade", "--url", pg_url)
+    r = kernelrl("store", "upgrade", "--store-url", pg_url.replace("postgresql+psycopg2://", "postgresql://"))
     assert r.returncode == 0, r.stderr
 
 

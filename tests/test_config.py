@@ -99,3 +99,19 @@ def test_trackers_setting(monkeypatch):
 
     assert headline({"loss": 0.5, "reward": 1.25, "success_rate": 0.5, "grad_norm": 3.0, "learning_rate": 1e-3,
                      "evaluation_s": 2.04}) == "loss=0.5 reward=1.25 success=50% lr=0.001 eval_s=2.0"
+
+
+def test_final_protocol_has_one_home(tmp_path):
+    """The final evaluation's budget and trials live in the bench section only; the pipeline's bench step,
+    `kernelrl bench --recipe` and `kernelrl ablate --recipe` all read them from there."""
+    from kernelrl.reports.scoring import final_config
+
+    r = load_recipe("h100x8")
+    cfg = final_config(r.eval, bench=r.bench)
+    assert (cfg.budget_s, cfg.correctness_trials) == (r.bench.budget_s, r.bench.correctness_trials) == (1200.0, 1000)
+    assert final_config(r.eval, bench=r.bench, budget_s=5.0).budget_s == 5.0  # a flag wins
+    assert not hasattr(r.eval, "final_budget_s")
+    old = tmp_path / "old.yaml"
+    old.write_text("eval:\n  final_budget_s: 600\n")
+    with pytest.raises(ConfigError, match=r"eval\.final_budget_s moved to bench\.budget_s"):
+        load_recipe(old)

@@ -293,7 +293,8 @@ def test_digest_accepts_honest_and_catches_small_and_partial_cheats():
 def test_sampled_digests_compare_only_the_sampled_calls_but_every_calls_metadata():
     outs = [[torch.randn(64)] for _ in range(6)]
     calls = [1, 4]
-    hr = {"structure": [1] * 6, "metas": [_metas(o) for o in outs], "digests": _digest_round([outs[i] for i in calls], 7)}
+    hr = {"structure": [1] * 6, "metas": [_metas(o) for o in outs],
+          "digests": _digest_round([outs[i] for i in calls], 7)}
     same = dict(hr)
     assert compare_digests(hr, same, calls) is None
     wrong = [list(o) for o in outs]

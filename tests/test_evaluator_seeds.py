@@ -1,6 +1,6 @@
 """Legitimate optimisations pass the hardened evaluator with no integrity flag: seed-corpus candidates (algebraic
 folding, fusion, better primitives, a fused recurrent op) on a handful of built-in tasks across the 3 levels, on
-CPU; a wrong seed scores 0 and a slower one scores below 1. Skips when the seed corpus is not there yet."""
+CPU; a wrong seed scores 0 and a slower one scores below 1."""
 
 from __future__ import annotations
 
@@ -25,19 +25,13 @@ FASTER = [
 
 
 def _seed(task_name: str, variant: str | None = None, expect: str | None = None):
-    try:
-        from kernelrl.tasks import get_task
-        from kernelrl.tasks.seeds import load_seeds
-    except ImportError:  # pragma: no cover - the corpus work has not landed
-        pytest.skip("seed corpus not available")
-    try:
-        task = get_task(task_name)
-    except Exception:  # noqa: BLE001
-        pytest.skip(f"task {task_name} not in the built-in suite yet")
+    from kernelrl.tasks import get_task
+    from kernelrl.tasks.seeds import load_seeds
+
+    task = get_task(task_name)
     seeds = [s for s in load_seeds(task) if (variant is None or s.name == variant)
              and (expect is None or s.expect == expect) and s.device == "any"]
-    if not seeds:
-        pytest.skip(f"no seed {variant or expect} for {task_name} yet")
+    assert seeds, f"no seed {variant or expect} for {task_name}"
     return task, seeds[0]
 
 

@@ -282,8 +282,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_real_bench_step_on_fake_upstream(home):
     """The real steps.bench through the local runner, on top of fake upstream stages (an empty run: zeros)."""
-    if not (ROOT / "steps" / "bench.py").exists():
-        pytest.skip("steps/bench.py not there yet")
     from flows.pipeline import pipeline
 
     run_pipeline(run="rb", stages=["augment", "sft", "selfsup", "crl"], overrides={"task_limit": "2"})
@@ -303,9 +301,6 @@ REDUCED = {"task_limit": "2", "augment.max_trials": "2", "sft.epochs": "2", "sel
 @pytest.mark.slow
 def test_real_steps_end_to_end(home):
     """The real steps (not the fakes) through the local runner: all five stages, then all skipped."""
-    missing = [s for s in ALL if not (ROOT / "steps" / f"{s}.py").exists()]
-    if missing:
-        pytest.skip(f"steps not there yet: {', '.join(missing)}")
     from flows.pipeline import pipeline
 
     out = pipeline(run="real", recipe="smoke", overrides=REDUCED, retries=0)

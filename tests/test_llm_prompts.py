@@ -25,7 +25,8 @@ TASK = get_task("02_Softmax")
 
 def _long_code(tag: str, n: int) -> str:
     body = "\n".join(f"    y{i} = x * {i}  # {tag} step {i}" for i in range(n))
-    return f"import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n{body}\n        return x  # {tag} end\n"
+    return (f"import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+            f"{body}\n        return x  # {tag} end\n")
 
 
 def test_augment_prompt_has_role_task_and_reference_verbatim():
@@ -79,7 +80,8 @@ def test_truncation_cuts_the_longest_exemplar_in_the_middle(tiny_backend):
 def test_truncation_drops_the_worst_exemplar_when_cutting_is_not_enough(tiny_backend):
     count = tiny_backend.count_tokens
     # one-line-wide exemplars with few lines cannot be cut below MIN_KEEP_LINES: they must be dropped
-    wide = lambda tag: "\n".join(f"x_{tag}_{i} = '" + "abc " * 60 + "'" for i in range(MIN_KEEP_LINES)) + "\nclass ModelNew: pass\n"  # noqa: E731
+    wide = lambda tag: ("\n".join(f"x_{tag}_{i} = '" + "abc " * 60 + "'" for i in range(MIN_KEEP_LINES))  # noqa: E731
+                        + "\nclass ModelNew: pass\n")
     ex = [Exemplar(1, wide("a"), 3.0), Exemplar(2, wide("b"), 1.1)]
     base = contrastive_prompt(TASK, [], count, None).tokens
     one = contrastive_prompt(TASK, ex[:1], count, None).tokens

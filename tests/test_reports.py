@@ -135,7 +135,8 @@ def test_ablation_transforms_switch_techniques_off():
     assert "allow_tf32 = False" in variants["tf32"].source
     assert "torch.cuda.Stream(" not in variants["streams"].source and "nullcontext" in variants["streams"].source
     assert "y = y.relu()" in variants["inplace"].source
-    assert ".half()" not in variants["half_precision"].source and "torch.float16" not in variants["half_precision"].source
+    assert (".half()" not in variants["half_precision"].source
+            and "torch.float16" not in variants["half_precision"].source)
     assert "torch.contiguous_format" in variants["channels_last"].source
     # a hand-written graph capture and result caching cannot be switched off: said so, with a reason
     assert not variants["result_caching"].switchable and variants["result_caching"].reason
@@ -212,7 +213,8 @@ def test_full_report_from_stored_evaluations(store, tmp_path):
     whole = summ["r1"]["all"]
     assert whole.success == 4 and whole.max == 3.0  # r2's 50x is another run's
     rows = {r["task"]: r for r in report.sources[0].rows}
-    assert rows["09_Swish"]["success"] is False and rows["01_Gemm_Scale_ResidualAdd"]["techniques"] == ["weight_folding"]
+    assert (rows["09_Swish"]["success"] is False
+            and rows["01_Gemm_Scale_ResidualAdd"]["techniques"] == ["weight_folding"])
 
     # files: Markdown tables, CSV of every row, JSON that loads back with the same statistics, PNGs
     md = paths["markdown"].read_text()

@@ -160,7 +160,8 @@ def test_step_dies_with_a_killed_runner(isolated_home, tmp_path):
 
     control(isolated_home, "augment", hang_times=1)
     code = ("from pathlib import Path\nfrom flows.runner import LocalProcessRunner\n"
-            f"LocalProcessRunner(module_prefix={FAKE!r}).run('augment', 'r1', 'smoke', {{}}, Path({str(tmp_path / 'a.json')!r}))")
+            f"LocalProcessRunner(module_prefix={FAKE!r}).run('augment', 'r1', 'smoke', {{}}, "
+            f"Path({str(tmp_path / 'a.json')!r}))")
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1])
     deadline = time.monotonic() + 60
     while "augment" not in calls(isolated_home) and time.monotonic() < deadline:

@@ -20,7 +20,8 @@ import kernelrl.evaluation.sandbox as sb
 
 libc = ctypes.CDLL(None, use_errno=True)
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
-READ = "import os,sys\ntry:\n print(open(f'/proc/{os.getppid()}/environ','rb').read().decode(errors='replace'))\nexcept OSError as e:\n print('DENIED', type(e).__name__)"
+READ = ("import os,sys\ntry:\n print(open(f'/proc/{os.getppid()}/environ','rb').read().decode(errors='replace'))\n"
+        "except OSError as e:\n print('DENIED', type(e).__name__)")
 
 def probe():  # what a same-uid candidate sees of its parent's environment
     return subprocess.run(["/usr/bin/python3", "-c", READ], capture_output=True, text=True, env={}).stdout

@@ -108,7 +108,8 @@ def test_cpu_claim(seed):
     torch.manual_seed(0)
     new = seed_ns["ModelNew"](*init)
     own = new.state_dict()
-    new.load_state_dict({k: v for k, v in ref.state_dict().items() if k in own and own[k].shape == v.shape}, strict=False)
+    new.load_state_dict({k: v for k, v in ref.state_dict().items() if k in own and own[k].shape == v.shape},
+                        strict=False)
     reasons = []
     with torch.no_grad():
         for i in range(3):

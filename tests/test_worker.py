@@ -1,6 +1,7 @@
 """Worker processes (``kernelrl worker``) on the real Postgres and on SQLite: many workers drain a queue with no job
 lost or done twice, a SIGKILLed worker's job is finished by another, SIGTERM is graceful, `workers up` starts
-and stops workers. The workers use a fast fake evaluator (tests/_fake_eval.py, passed with the hidden --evaluate-fn option)."""
+and stops workers. The workers use a fast fake evaluator (tests/_fake_eval.py, passed with the hidden
+--evaluate-fn option)."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ def _write_chunk(fh, data: bytes) -> None:
     fh.write(data)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -164,7 +164,7 @@ def atomic_write(dst: Path, chunks: Iterable[bytes], before_commit: Callable[[],
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(dst.parent)
+    fsync_dir(dst.parent)
 
 
 def scan_dir(local_dir: Path) -> list[tuple[str, Path]]:

@@ -15,7 +15,7 @@ from kernelrl.checkpoints.base import (
     MANIFEST_NAME,
     CheckpointStore,
     ManifestEntry,
-    _fsync_dir,
+    fsync_dir,
     atomic_write,
     read_chunks,
     sha256_file,
@@ -74,7 +74,7 @@ class LocalCheckpointStore(CheckpointStore):
         m = self.path(name) / MANIFEST_NAME
         if m.exists():
             m.unlink()
-            _fsync_dir(m.parent)
+            fsync_dir(m.parent)
 
     def _manifest_names(self, prefix: str) -> list[str]:
         names = []

@@ -29,40 +29,52 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# (module under kernelrl.cli, the command names it provides, the issue that delivers it)
-COMMAND_MODULES: list[tuple[str, tuple[str, ...], str]] = [
-    ("basic", ("tasks", "store", "checkpoints", "recipes"), "foundation"),
-    ("evaluate", ("eval",), "evaluator"),
-    ("worker", ("worker", "workers"), "evaluation service"),
-    ("optimize", ("optimize",), "LLM layer"),
-    ("train", ("train",), "training stages"),
-    ("pipeline", ("pipeline",), "orchestration"),
-    ("bench", ("bench", "ablate"), "benchmarks"),
+# The library's own command groups (module under kernelrl.cli, the commands it provides). Each module exposes
+# ``register(app)``.
+COMMAND_MODULES: list[tuple[str, tuple[str, ...]]] = [
+    ("basic", ("tasks", "store", "checkpoints", "recipes")),
+    ("evaluate", ("eval",)),
+    ("worker", ("worker", "workers")),
+    ("optimize", ("optimize",)),
+    ("train", ("train",)),
+    ("bench", ("bench", "ablate")),
 ]
+# Commands of the layers above the library (``kernelrl pipeline`` lives in flows/cli.py): found through the
+# ``kernelrl.cli`` entry-point group (pyproject.toml), so the library never imports them. Images that put the
+# source on sys.path without installing it have no entry points: these names are tried then.
+PLUGIN_GROUP = "kernelrl.cli"
+PLUGINS_WITHOUT_METADATA = {"pipeline": "flows.cli:register"}
 
 
-def _not_yet(name: str, issue: str):
+def _plugins() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep.value for ep in entry_points(group=PLUGIN_GROUP)}
+    return found or dict(PLUGINS_WITHOUT_METADATA)
+
+
+def _missing_layer(name: str, target: str, error: Exception):
     def cmd(ctx: typer.Context) -> None:
-        typer.echo(f"kernelrl {name}: not yet (delivered by the {issue} work)")
-        raise typer.Exit(1)
+        typer.secho(f"error: kernelrl {name} needs {target.split(':')[0]} ({error}); install the project from its "
+                    "repository (pip install -e .) to get the orchestration layer", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2)
 
-    cmd.__doc__ = f"(not yet: delivered by the {issue} work)"
+    cmd.__doc__ = f"(unavailable here: {target.split(':')[0]} cannot be imported)"
     return cmd
 
 
 def _register_all() -> None:
-    for module, names, issue in COMMAND_MODULES:
-        qualified = f"kernelrl.cli.{module}"
+    for module, _ in COMMAND_MODULES:
+        importlib.import_module(f"kernelrl.cli.{module}").register(app)
+    for name, target in sorted(_plugins().items()):
+        module, _, attr = target.partition(":")
         try:
-            mod = importlib.import_module(qualified)
-        except ModuleNotFoundError as e:
-            if e.name != qualified:
-                raise
-            for name in names:
-                app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-                    _not_yet(name, issue))
+            register = getattr(importlib.import_module(module), attr or "register")
+        except ImportError as e:  # the library installed without its orchestration layer
+            app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+                _missing_layer(name, target, e))
             continue
-        mod.register(app)
+        register(app)
 
 
 def _version(value: bool) -> None:

@@ -10,7 +10,8 @@ from rich.table import Table
 
 console = Console()
 
-tasks_app = typer.Typer(help="List and show tasks of a suite (builtin or a KernelBench checkout).", no_args_is_help=True)
+tasks_app = typer.Typer(help="List and show tasks of a suite (builtin or a KernelBench checkout).",
+                        no_args_is_help=True)
 store_app = typer.Typer(help="The exemplar store: migrations and statistics.", no_args_is_help=True)
 ckpt_app = typer.Typer(help="The checkpoint store (local directory or S3).", no_args_is_help=True)
 recipes_app = typer.Typer(help="Named recipes and their knobs.", no_args_is_help=True)
@@ -79,7 +80,9 @@ def tasks_show(
 
 
 @store_app.command("upgrade")
-def store_upgrade(url: str = typer.Option(None, help="Store URL (default: KERNELRL_STORE_URL or the SQLite file).")) -> None:
+def store_upgrade(url: str = typer.Option(None, "--store-url", help="Store URL (default: KERNELRL_STORE_URL or the "
+                                          "SQLite file)."),
+                  ) -> None:
     from kernelrl.config.settings import redact_url
     from kernelrl.store import Store
 
@@ -90,7 +93,7 @@ def store_upgrade(url: str = typer.Option(None, help="Store URL (default: KERNEL
 
 @store_app.command("stats")
 def store_stats(
-    url: str = typer.Option(None, help="Store URL."),
+    url: str = typer.Option(None, "--store-url", help="Store URL (default: KERNELRL_STORE_URL or the SQLite file)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     from kernelrl.store import Store

@@ -86,12 +86,15 @@ def _store(url: str | None):
     return store
 
 
-def _recipe_eval(recipe: str | None):
+def _recipe_sections(recipe: str | None) -> dict:
+    """The recipe's eval settings and its bench section (the final protocol's budget and trials), for
+    ``BenchOptions``/``final_config``; none without a recipe (the defaults then)."""
     if not recipe:
-        return None
+        return {"eval_base": None, "bench_base": None}
     from kernelrl.config.recipes import load_recipe
 
-    return load_recipe(recipe).eval
+    r = load_recipe(recipe)
+    return {"eval_base": r.eval, "bench_base": r.bench}
 
 
 def _command() -> str:
@@ -138,10 +141,10 @@ def bench(
     run: str = typer.Option(None, help="Narrow stage sources (stage:STAGE or a bare stage name) to this run."),
     out: Path = typer.Option(Path("bench-report"), help="Directory for report.md, report.json, tasks.csv, PNGs."),
     device: str = typer.Option(None, help="cpu, cuda, cuda:N or auto (default: the recipe's eval.device)."),
-    budget_s: float = typer.Option(None, help="Timing seconds per kernel (default: eval.final_budget_s; the "
-                                   "paper used 20 minutes)."),
-    correctness_trials: int = typer.Option(None, help="Random input sets checked per kernel (default: "
-                                           "eval.final_correctness_trials; the paper: 1000)."),
+    budget_s: float = typer.Option(None, help="Timing seconds per kernel (default: the recipe's bench.budget_s, "
+                                   "20 without a recipe; the paper used 20 minutes)."),
+    correctness_trials: int = typer.Option(None, help="Random input sets checked per kernel (default: the "
+                                           "recipe's bench.correctness_trials, 1000 without one, as the paper)."),
     compare: list[Path] = typer.Option([], "--compare", help="Earlier report.json files to show side by side "
                                        "(repeatable)."),
     top_k: int = typer.Option(1, help="Store sources: re-score the k best stored candidates per task and keep "
@@ -154,7 +157,7 @@ def bench(
     max_minutes: float = typer.Option(None, help="Stop scoring after this many minutes; the rest is reported "
                                       "as not evaluated."),
     workers: int = typer.Option(1, help="In-process evaluation workers; 0 = rely on `kernelrl worker` processes."),
-    recipe: str = typer.Option(None, help="Start the protocol from this recipe's eval settings."),
+    recipe: str = typer.Option(None, help="Start the protocol from this recipe's eval settings and bench budget."),
     title: str = typer.Option(None, help="Report title."),
     task_limit: int = typer.Option(0, help="Use at most this many tasks (0 = all), spread over the levels."),
     tasks: str = typer.Option(None, help="Only these tasks: comma-separated names or keys (e.g. 02_Softmax,09_Swish)."),
@@ -171,8 +174,8 @@ def bench(
     ctx.ensure_object(dict)
     ctx.obj.update(suite=suite, levels=levels, out=out, device=device, budget_s=budget_s,
                    correctness_trials=correctness_trials, workers=workers, recipe=recipe, title=title,
-                   task_limit=task_limit, tasks=tasks, plots=plots, store_url=store_url, as_json=as_json, verbose=verbose,
-                   max_minutes=max_minutes, run=run, purpose=purpose, compare=compare)
+                   task_limit=task_limit, tasks=tasks, plots=plots, store_url=store_url, as_json=as_json,
+                   verbose=verbose, max_minutes=max_minutes, run=run, purpose=purpose, compare=compare)
     if ctx.invoked_subcommand is not None:
         return
     from kernelrl.reports.runner import BenchOptions, run_bench
@@ -187,7 +190,7 @@ def bench(
                         max_minutes=max_minutes, plots=plots, title=title, task_limit=task_limit,
                         tasks=_names(tasks),
                         local_workers=workers, chunk_size=_chunk(workers), command=_command(),
-                        eval_base=_recipe_eval(recipe))
+                        **_recipe_sections(recipe))
     report, paths = run_bench(opts, _store(store_url))
     _print_summary(report, paths, as_json)
 
@@ -201,7 +204,7 @@ def _opts_from_ctx(ctx: typer.Context, **kw):
                         max_minutes=o["max_minutes"], plots=o["plots"], title=o["title"], task_limit=o["task_limit"],
                         tasks=_names(o["tasks"]),
                         local_workers=o["workers"], chunk_size=_chunk(o["workers"]), command=_command(),
-                        eval_base=_recipe_eval(o["recipe"]), run=o["run"],
+                        **_recipe_sections(o["recipe"]), run=o["run"],
                         stored_purpose=None if o["purpose"] == "any" else o["purpose"],
                         compare=list(o["compare"]), **kw)
 
@@ -295,11 +298,11 @@ def ablate(
     task: str = typer.Option(..., help="Task key, name, or task file."),
     suite: str = typer.Option("builtin", help="Suite to look the task name up in."),
     device: str = typer.Option(None, help="cpu, cuda, cuda:N or auto."),
-    budget_s: float = typer.Option(None, help="Timing seconds per variant (default: eval.final_budget_s)."),
+    budget_s: float = typer.Option(None, help="Timing seconds per variant (default: the recipe's bench.budget_s)."),
     correctness_trials: int = typer.Option(None, help="Correctness inputs per variant."),
     only: str = typer.Option(None, help="Comma-separated techniques to ablate (default: all detected)."),
     out: Path = typer.Option(None, help="Write ablation.json, ablation.md and the variant sources here."),
-    recipe: str = typer.Option(None, help="Start the protocol from this recipe's eval settings."),
+    recipe: str = typer.Option(None, help="Start the protocol from this recipe's eval settings and bench budget."),
     store_url: str = typer.Option(None, help="Store URL."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -316,7 +319,9 @@ def ablate(
         device = resolve_device(device)
     source = kernel.read_text()
     t = get_task(task, suite=suite)
-    cfg = final_config(_recipe_eval(recipe), device=device, budget_s=budget_s, correctness_trials=correctness_trials)
+    sections = _recipe_sections(recipe)
+    cfg = final_config(sections["eval_base"], bench=sections["bench_base"], device=device, budget_s=budget_s,
+                       correctness_trials=correctness_trials)
     with Scorer(_store(store_url), cfg) as scorer:
         result = run_ablation(t, source, scorer, only=_names(only) or None)
     md = ablation_markdown(result)

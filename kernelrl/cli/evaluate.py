@@ -20,7 +20,7 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
 ) -> None:
     """Evaluate CANDIDATE against TASK. Exit 0 whenever the evaluation ran, whatever the candidate did."""
-    from kernelrl.config.recipes import _validate
+    from kernelrl.config.recipes import validate_values
     from kernelrl.config.stages import EvalConfig
     from kernelrl.errors import ConfigError
     from kernelrl.tasks import get_task
@@ -38,7 +38,7 @@ def eval_cmd(
         cfg = dataclasses.replace(cfg, budget_s=budget_s)
     if correctness_trials is not None:
         cfg = dataclasses.replace(cfg, correctness_trials=correctness_trials)
-    _validate(cfg, "eval")
+    validate_values(cfg, "eval")
     source = candidate.read_text(errors="replace")
     if as_json:
         res = evaluate(t, source, cfg)
@@ -62,7 +62,8 @@ def eval_cmd(
     typer.echo(f"task        {t.key}\ndevice      {res.device_type}\nexecutable  {res.executable}\n"
                f"correct     {res.correct}\nspeedup     {res.speedup:.2f}x\nflags       {', '.join(res.flags) or '-'}")
     if tm:
-        typer.echo(f"timing      estimate {tm.get('estimate')}x, 95% interval [{tm.get('ci_low')}, {tm.get('ci_high')}] "
+        typer.echo(f"timing      estimate {tm.get('estimate')}x, "
+                   f"95% interval [{tm.get('ci_low')}, {tm.get('ci_high')}] "
                    f"(the score is its lower bound), {tm.get('rounds')} paired spans of {tm.get('calls_per_round')} "
                    f"calls, stopped by {tm.get('stop')}; ref {tm.get('ref_median_ms')} ms, cand "
                    f"{tm.get('cand_median_ms')} ms per call")

@@ -54,7 +54,9 @@ def optimize(
     run: str = typer.Option(None, "--run", help="Run name; an existing run is resumed. Default: a new name."),
     device: str = typer.Option("auto", help="Evaluation device: cpu, cuda, cuda:N or auto."),
     llm_device: str = typer.Option("auto", help="Device of a local transformers model (cpu, cuda, auto)."),
-    budget_s: float = typer.Option(None, "--budget-s", help="Wall-clock budget in seconds; checked each round."),
+    budget_s: float = typer.Option(None, "--max-wall-s", help="Wall-clock cap on the whole search in seconds, "
+                                   "checked each round (--budget-s means timing seconds per candidate elsewhere: "
+                                   "here that is --eval-budget-s)."),
     max_tokens: int = typer.Option(4096, help="Completion token budget (kernels are long)."),
     temperature: float = typer.Option(0.8, help="Sampling temperature (0: greedy)."),
     max_prompt_tokens: int = typer.Option(12000, help="Prompt budget; exemplars are cut/dropped to fit."),
@@ -69,7 +71,10 @@ def optimize(
                              "the store, e.g. seeds and earlier runs)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
 ) -> None:
-    """Contrastive search with a frozen LLM: prompts from the store, generate, evaluate, keep the best."""
+    """Contrastive search with a frozen LLM: prompts from the store, generate, evaluate, keep the best.
+
+    Long because: two thirds of it are the command's typer options; the body only builds and calls
+    ``kernelrl.search.optimize_task``."""
     from dataclasses import replace
 
     from kernelrl.config.stages import EvalConfig, SamplerConfig

@@ -13,16 +13,14 @@ was killed resumes from its checkpoints when run again with the same run name. M
 
 from __future__ import annotations
 
-import importlib
-
 import typer
 
-TRAIN_STAGES = ("augment", "sft", "selfsup", "crl")
+from kernelrl.step import DEFAULT_RECIPE, TRAIN_STAGES
 
 
 def train(
     stage: str = typer.Argument(..., help="augment, sft, selfsup or crl."),
-    recipe: str = typer.Option("smoke", "--recipe", help="Recipe name (recipes/*.yaml) or a YAML path."),
+    recipe: str = typer.Option(DEFAULT_RECIPE, "--recipe", help="Recipe name (recipes/*.yaml) or a YAML path."),
     run: str = typer.Option(..., "--run", help="Run name: groups the stages of one pipeline run."),
     set_: list[str] = typer.Option([], "--set", help="Override a recipe value, e.g. --set sft.epochs=1 (repeatable)."),
     manifest_out: str = typer.Option(None, "--manifest-out", help="Where to write the JSON manifest."),
@@ -33,9 +31,9 @@ def train(
         typer.secho(f"error: unknown stage {stage!r}; expected one of {', '.join(TRAIN_STAGES)}", err=True,
                     fg=typer.colors.RED)
         raise typer.Exit(2)
+    from kernelrl.step import stage_body
     from kernelrl.training.dist import run_stage
 
-    mod = importlib.import_module(f"steps.{stage}")
     argv = ["--recipe", recipe, "--run", run]
     for s in set_:
         argv += ["--set", s]
@@ -43,7 +41,7 @@ def train(
         argv += ["--manifest-out", manifest_out]
     if dry_run:
         argv.append("--dry-run")
-    raise typer.Exit(run_stage(stage, mod.body, argv, description=mod.__doc__ or ""))
+    raise typer.Exit(run_stage(stage, stage_body(stage), argv, description=f"kernelrl train {stage}"))
 
 
 def register(app: typer.Typer) -> None:

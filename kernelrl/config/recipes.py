@@ -123,13 +123,20 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
+    moved = [k for k in unknown if k in MOVED.get(cls.__name__, {})]
+    if moved:
+        raise ConfigError(f"{where}.{moved[0]} moved to {MOVED[cls.__name__][moved[0]]} (one home per meaning): "
+                          "set it there")
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown field (known: {', '.join(sorted(names))})")
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     obj = cls(**kwargs)
-    _validate(obj, where)
+    validate_values(obj, where)
     return obj
 
+
+# Fields that moved: a recipe that still sets one gets told where it lives now.
+MOVED = {"EvalConfig": {"final_budget_s": "bench.budget_s", "final_correctness_trials": "bench.correctness_trials"}}
 
 _POSITIVE = {
     "budget_s", "correctness_trials", "buckets", "max_trials", "target_successes", "epochs", "learning_rate",
@@ -140,7 +147,7 @@ _POSITIVE = {
 }
 
 
-def _validate(obj: Any, where: str) -> None:
+def validate_values(obj: Any, where: str) -> None:
     for f in dataclasses.fields(obj):
         v = getattr(obj, f.name)
         if f.name in _POSITIVE and isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:

@@ -42,6 +42,19 @@ def redact_url(url: str | None) -> str | None:
 TRACKERS = ("tensorboard", "wandb", "mlflow")
 
 
+def normalize_store_url(v: str | None) -> str | None:
+    """The one rule for store URLs, from settings or a command-line flag: ``postgresql://`` and ``postgres://``
+    mean psycopg2 (SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3, which we do not ship); anything but
+    SQLite or Postgres is refused."""
+    if v is None:
+        return v
+    if v.startswith("postgresql://") or v.startswith("postgres://"):
+        v = "postgresql+psycopg2://" + v.split("://", 1)[1]
+    if not (v.startswith("sqlite") or v.startswith("postgresql+psycopg2://")):
+        raise ValueError("must be a sqlite:/// or postgresql+psycopg2:// URL")
+    return v
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KERNELRL_", env_file=".env", extra="ignore")
 
@@ -109,14 +122,7 @@ class Settings(BaseSettings):
     @field_validator("store_url")
     @classmethod
     def _store_url(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        if v.startswith("postgresql://") or v.startswith("postgres://"):
-            # SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3, which we do not ship.
-            v = "postgresql+psycopg2://" + v.split("://", 1)[1]
-        if not (v.startswith("sqlite") or v.startswith("postgresql+psycopg2://")):
-            raise ValueError("must be a sqlite:/// or postgresql+psycopg2:// URL")
-        return v
+        return normalize_store_url(v)
 
     # -- derived values -------------------------------------------------------------------------------------
     @property

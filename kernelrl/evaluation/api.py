@@ -213,7 +213,8 @@ def compare(ref: list[torch.Tensor], cand: list[torch.Tensor], ref_structure, ca
         if bool(bad.any()):
             j = int(bad.nonzero()[0, 0])
             return "wrong-output", (f"output {i}: {int(bad.sum())}/{rf.numel()} elements out of tolerance "
-                                    f"(first: got {float(cf.reshape(-1)[j]):.6g}, expected {float(rf.reshape(-1)[j]):.6g})")
+                                    f"(first: got {float(cf.reshape(-1)[j]):.6g}, "
+                                    f"expected {float(rf.reshape(-1)[j]):.6g})")
         num = float(torch.linalg.vector_norm(diff, dtype=torch.float64))
         if denom > 0 and num / denom > rel_norm:
             return "wrong-output", f"output {i}: relative error norm {num / denom:.3g} > {rel_norm:g}"
@@ -291,7 +292,8 @@ class _Session:
                 w = WorkerProcess(role, cache_dir=cache, module_source=source, **common)
             setattr(self, role, w)
         h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),
-                                        "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed, "train_mode": self.cfg.train_mode},
+                                        "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed,
+                                        "train_mode": self.cfg.train_mode},
                              timeout=self.cfg.max_wall_s, harness=True)
         pin_threads(self.ref.pid, self.cpus)
         self.init_inputs = h["init_inputs"]
@@ -302,8 +304,10 @@ class _Session:
         self.cand_code_ran = True
         try:
             h, _ = self.cand.request({"cmd": "load", "role": "cand", "path": str(self.cand.module_path),
-                                      "cache_dir": str(self.cand.cache_dir), "device": self.device, "seed": self.seed, "train_mode": self.cfg.train_mode,
-                                      "init_inputs": self.init_inputs, "template": self.template}, timeout=self._left(self.cfg.compile_timeout_s))
+                                      "cache_dir": str(self.cand.cache_dir), "device": self.device, "seed": self.seed,
+                                      "train_mode": self.cfg.train_mode,
+                                      "init_inputs": self.init_inputs, "template": self.template},
+                                     timeout=self._left(self.cfg.compile_timeout_s))
         except Timeout:
             raise CandidateFailed("timeout", "building ModelNew timed out", executable=False) from None
         except (ProtocolError, OSError):  # OSError: a broken pipe to a worker that died before it read the request
@@ -672,7 +676,10 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     order and close together in time (slow drifts of the machine hit both sides of a pair alike), then both
     digest: every output's structure and a random sample of calls digested with fresh weights, compared with the
     reference's; a random share of blocks (at least one) also has one call audited elementwise. The first block
-    is a warm-up and not counted."""
+    is a warm-up and not counted.
+
+    Long because: it is the timed protocol itself, kept in one place to be read and audited as a whole; its
+    steps are the session's methods (stage, go, digest, exclusive). Reshaping it means re-measuring on a GPU."""
     cfg, k = s.cfg, cal.k
     B = cal.spans
     go = {"ref": [], "cand": []}

@@ -185,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     device = "cuda:0" if torch.cuda.is_available() and str(cfg.device).startswith("cuda") else "cpu"
-    cfg = dataclasses.replace(cfg, device=device, reverify=False, cache_dir=os.environ.get("TORCH_EXTENSIONS_DIR",
-                                                                                          "/tmp/kernelrl-cache").rsplit("/", 1)[0])
+    cfg = dataclasses.replace(cfg, device=device, reverify=False,
+                              cache_dir=os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/kernelrl-cache").rsplit("/", 1)[0])
     res = evaluate(job["task_source"], job["candidate_source"], cfg)
     sys.stdout.write(RESULT_PREFIX + json.dumps(res.to_dict()) + "\n")
     sys.stdout.flush()

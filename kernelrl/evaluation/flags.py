@@ -8,7 +8,8 @@ from __future__ import annotations
 FLAGS: dict[str, str] = {
     # executability
     "build-failed": "the candidate file did not import or ModelNew could not be constructed",
-    "extension-build-failed": "a load_inline/Triton build inside the candidate failed (even if it fell back to PyTorch)",
+    "extension-build-failed": ("a load_inline/Triton build inside the candidate failed "
+                               "(even if it fell back to PyTorch)"),
     "crashed": "the candidate process died (segfault, os._exit, abort, killed by a signal)",
     "timeout": "the candidate exceeded its time limit (timeout_factor x reference time, or the absolute cap)",
     "out-of-memory": "the candidate ran out of host or GPU memory",

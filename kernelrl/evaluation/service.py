@@ -116,10 +116,7 @@ class EvalService:
     # -- submit -----------------------------------------------------------------------------------------------
     def settings_dict(self, purpose: str) -> dict[str, Any]:
         d = dataclasses.asdict(self.cfg)
-        d["device"] = self.device
-        if purpose == "final":
-            d["correctness_trials"] = self.cfg.final_correctness_trials
-            d["budget_s"] = self.cfg.final_budget_s
+        d["device"] = self.device  # final evaluations come from services built with the final protocol's cfg
         return d
 
     def _cached(self, candidate_id: int, purpose: str, settings: dict[str, Any]) -> int | None:

@@ -97,7 +97,8 @@ class PairedStats:
         return {"rounds": self.rounds, "estimate": round(self.estimate, 5), "ci_low": round(self.ci_low, 5),
                 "ci_high": round(self.ci_high, 5), "ci_rel_halfwidth": round(self.rel_halfwidth, 5),
                 "score_raw": round(self.score, 5),
-                "ref_median_ms": round(self.ref_per_call * 1e3, 6), "cand_median_ms": round(self.cand_per_call * 1e3, 6),
+                "ref_median_ms": round(self.ref_per_call * 1e3, 6),
+                "cand_median_ms": round(self.cand_per_call * 1e3, 6),
                 "harness_charge_ms": round(self.charge_per_call * 1e3, 6),
                 "harness_excess_ms": round(self.excess_per_call * 1e3, 6),
                 "harness_tolerance_ms": round(self.excess_se_per_call * 1e3, 6)}

@@ -489,8 +489,8 @@ def _digest_round(outs: list[list[torch.Tensor]], dseed: int) -> list[list[float
         m = min(max(n, 1), DIGEST_WINDOW)
         big = _digest_weights(n, dev)
         r = torch.rand(m, generator=g, device=dev).mul_(2).sub_(1)
-        if dev.type == "cuda" and len(col) >= 4 and len(col) * n <= DIGEST_BATCH and all(f.numel() == n and f.dtype == col[0].dtype
-                                                                  for f in col):
+        if dev.type == "cuda" and len(col) >= 4 and len(col) * n <= DIGEST_BATCH and all(
+                f.numel() == n and f.dtype == col[0].dtype for f in col):
             # Many small outputs (launch-bound tasks with hundreds of calls a round): one batched pass for the
             # round instead of ~5 kernel launches per call; the same weights as the loop below.
             X = torch.stack(col)
@@ -627,9 +627,9 @@ def cmd_fetch(h, _tensors):
     return {"ok": True, "structure": [len(outs[i])]}, [t.detach() for t in outs[i]]
 
 
-HANDLERS = {"warm": cmd_warm, "load": cmd_load, "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run, "stage": cmd_stage,
-            "go": cmd_go, "digest": cmd_digest, "quiesce": cmd_quiesce, "fetch": cmd_fetch, "echo": cmd_echo,
-            "bandwidth": cmd_bandwidth}
+HANDLERS = {"warm": cmd_warm, "load": cmd_load, "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
+            "stage": cmd_stage, "go": cmd_go, "digest": cmd_digest, "quiesce": cmd_quiesce, "fetch": cmd_fetch,
+            "echo": cmd_echo, "bandwidth": cmd_bandwidth}
 
 
 def main() -> None:

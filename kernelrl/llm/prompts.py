@@ -194,7 +194,8 @@ def render_chat(tokenizer, messages: list[dict]) -> str:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     except Exception:
         if messages and messages[0]["role"] == "system" and len(messages) > 1:
-            merged = [{"role": messages[1]["role"], "content": messages[0]["content"] + "\n\n" + messages[1]["content"]}]
+            merged = [{"role": messages[1]["role"],
+                       "content": messages[0]["content"] + "\n\n" + messages[1]["content"]}]
             try:
                 return tokenizer.apply_chat_template(merged + list(messages[2:]), tokenize=False,
                                                      add_generation_prompt=True)

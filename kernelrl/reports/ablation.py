@@ -239,7 +239,8 @@ class _Inplace(_Rewriter):
             f.attr = f.attr[:-1]  # in place on a temporary: the out-of-place twin returns the same value
             self.edits += 1
         elif isinstance(f, ast.Attribute) and f.attr in _INPLACE_FUNCS and dotted(f.value) in (
-                "torch", "F", "torch.nn.functional", "nn.functional") and node.args and isinstance(node.args[0], ast.Call):
+                "torch", "F", "torch.nn.functional", "nn.functional") and node.args and isinstance(node.args[0],
+                                                                                                  ast.Call):
             f.attr = f.attr[:-1]
             self.edits += 1
         return node
@@ -340,7 +341,8 @@ def ablation_markdown(result: dict) -> str:
 
     full = result["full"]
     lines = [f"# Ablation of a kernel for {result['task']}", "",
-             f"Full kernel: {'speedup ' + fmt(full['speedup']) if full['success'] else 'unsuccessful: ' + str(full.get('error'))}"
+             "Full kernel: "
+             f"{'speedup ' + fmt(full['speedup']) if full['success'] else 'unsuccessful: ' + str(full.get('error'))}"
              f" on {full.get('device_type') or '-'}; detected: {', '.join(result['techniques']) or 'nothing'}.", ""]
     rows = []
     for v in result["variants"]:

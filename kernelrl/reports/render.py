@@ -48,7 +48,8 @@ SUMMARY_HEADER = ["source", "n", "mean", "max", "p75", "p50", "p25", "success", 
 
 
 def summary_cells(label: str, s: stats.Summary) -> list[str]:
-    custom = f"{s.custom_kernels}/{s.success}" + (f" ({100 * s.custom_share:.0f}%)" if s.custom_share is not None else "")
+    custom = f"{s.custom_kernels}/{s.success}" + (f" ({100 * s.custom_share:.0f}%)"
+                                                  if s.custom_share is not None else "")
     gm = f"{fmt(s.geomean)} (n={s.geomean_n})" if s.geomean is not None else "-"
     return [label, str(s.n), fmt(s.mean), fmt(s.max), fmt(s.p75), fmt(s.p50), fmt(s.p25), f"{s.success}/{s.n}",
             f"{s.faster}/{s.n}", gm, custom]

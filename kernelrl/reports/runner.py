@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelrl.config.stages import EvalConfig
+from kernelrl.config.stages import BenchConfig, EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.reports import artifacts
 from kernelrl.reports.report import Report, SourceResult, make_row
@@ -35,8 +35,8 @@ class BenchOptions:
     run: str | None = None  # narrows stage sources to one run
     out: Path = Path("bench-report")
     device: str | None = None  # None: the recipe's / EvalConfig default
-    budget_s: float | None = None  # None: EvalConfig.final_budget_s
-    correctness_trials: int | None = None  # None: EvalConfig.final_correctness_trials
+    budget_s: float | None = None  # None: bench_base.budget_s (the recipe's bench section, else BenchConfig's)
+    correctness_trials: int | None = None  # None: bench_base.correctness_trials
     compare: list[Path] = field(default_factory=list)  # earlier report.json files shown side by side
     top_k: int = 1
     stored: bool = False  # report stored evaluations instead of timing again
@@ -51,6 +51,7 @@ class BenchOptions:
     chunk_size: int = 1
     command: str = ""
     eval_base: EvalConfig | None = None  # the recipe's eval settings (device, caps) the protocol starts from
+    bench_base: BenchConfig | None = None  # the recipe's bench section: the final protocol's budget and trials
     run_name: str | None = None  # run name recorded on newly stored candidates (default: none)
     artifacts: bool = True
     # The bench step: rank a run's candidates by their training-time (reward) scores, never by this stage's own
@@ -161,7 +162,7 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
         raise KernelRLError(f"suite {opts.suite!r} has no tasks at levels {opts.levels}")
     if opts.labels and len(opts.labels) > len(opts.sources):
         raise KernelRLError(f"{len(opts.labels)} labels for {len(opts.sources)} sources")
-    cfg = final_config(opts.eval_base, device=opts.device, budget_s=opts.budget_s,
+    cfg = final_config(opts.eval_base, bench=opts.bench_base, device=opts.device, budget_s=opts.budget_s,
                        correctness_trials=opts.correctness_trials)
     kind = device_kind(cfg.device)
     purpose = opts.stored_purpose if opts.stored else ("reward" if opts.resume else None)
@@ -223,7 +224,7 @@ def run_portability(opts: BenchOptions, store, from_device: str) -> tuple[Report
     stored = [found[p.task.key][0]["evaluation"] for p in picks]
     a = ResolvedSource(f"{from_device} (stored)", f"device_type={from_device}", picks,
                        notes=[f"stored {opts.stored_purpose or 'any'} evaluations"])
-    cfg = final_config(opts.eval_base, device=opts.device, budget_s=opts.budget_s,
+    cfg = final_config(opts.eval_base, bench=opts.bench_base, device=opts.device, budget_s=opts.budget_s,
                        correctness_trials=opts.correctness_trials)
     deadline = time.time() + 60 * opts.max_minutes if opts.max_minutes else None
     with Scorer(store, cfg, local_workers=opts.local_workers, run_name=opts.run_name) as scorer:

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from kernelrl.config.stages import EvalConfig
+from kernelrl.config.stages import BenchConfig, EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.reports.sources import Pick
 from kernelrl.tasks.loader import source_hash
@@ -26,26 +26,24 @@ log = logging.getLogger(__name__)
 WALL_MARGIN_S = 300.0  # on top of the timing budget: compile (load_inline/Triton) + correctness inputs
 
 
-def final_config(base: EvalConfig | None = None, *, device: str | None = None, budget_s: float | None = None,
-                 correctness_trials: int | None = None) -> EvalConfig:
-    """The final-evaluation protocol as an EvalConfig.
-
-    Both the reward fields (``budget_s``, ``correctness_trials``) and the ``final_*`` fields carry the final
-    values, so whichever the service reads for ``purpose='final'`` gives the same protocol. ``max_wall_s`` is
-    raised to cover the budget (the recipe's cap is sized for training rewards).
-    """
+def final_config(base: EvalConfig | None = None, *, bench: BenchConfig | None = None, device: str | None = None,
+                 budget_s: float | None = None, correctness_trials: int | None = None) -> EvalConfig:
+    """The final-evaluation protocol as an EvalConfig: the recipe's eval settings (device, caps) with the
+    ``bench`` section's budget and correctness trials (the protocol's one home; explicit arguments win).
+    ``max_wall_s`` is raised to cover the budget (the recipe's cap is sized for training rewards)."""
     base = base or EvalConfig()
-    budget = float(budget_s if budget_s is not None else base.final_budget_s)
-    trials = int(correctness_trials if correctness_trials is not None else base.final_correctness_trials)
+    bench = bench or BenchConfig()
+    budget = float(budget_s if budget_s is not None else bench.budget_s)
+    trials = int(correctness_trials if correctness_trials is not None else bench.correctness_trials)
     if budget <= 0 or trials <= 0:
         raise KernelRLError(f"final protocol: budget ({budget}) and correctness trials ({trials}) must be > 0")
     return dataclasses.replace(
-        base, device=device or base.device, budget_s=budget, final_budget_s=budget, correctness_trials=trials,
-        final_correctness_trials=trials, max_wall_s=max(base.max_wall_s, budget + WALL_MARGIN_S))
+        base, device=device or base.device, budget_s=budget, correctness_trials=trials,
+        max_wall_s=max(base.max_wall_s, budget + WALL_MARGIN_S))
 
 
 def protocol_dict(cfg: EvalConfig, purpose: str = "final") -> dict[str, Any]:
-    return {"device": cfg.device, "budget_s": cfg.final_budget_s, "correctness_trials": cfg.final_correctness_trials,
+    return {"device": cfg.device, "budget_s": cfg.budget_s, "correctness_trials": cfg.correctness_trials,
             "purpose": purpose, "train_mode": cfg.train_mode}
 
 

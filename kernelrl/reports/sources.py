@@ -7,10 +7,13 @@ Source specs (``kernelrl bench --source SPEC``, repeatable, each a column of the
 | ``seeds`` | the built-in seed corpus: every seed that is not ``expect: wrong``, best per task after scoring |
 | ``seeds:all`` | every seed, each its own row (the report counts kernels, not tasks) |
 | ``DIR`` | ``<task name>.py`` files (``02_Softmax.py``, ``Softmax.py`` or ``level1/02_Softmax.py``) |
-| ``FILE.json`` / ``.jsonl`` | task -> code: ``{"02_Softmax": "..."}``, or records with a task reference (``task``, ``task_key``, ``name``, or ``level``/``level_id`` + ``task_id``/``problem_id``) and the code (``code``, ``custom_code``, ``source``, ``kernel``) |
+| ``FILE.json`` / ``.jsonl`` | task -> code: ``{"02_Softmax": "..."}``, or records with a task reference and the code |
 | ``RUN/STAGE[+STAGE...]`` | the best successful candidates per task that STAGE(s) of RUN produced |
 | ``run:RUN`` or a run's name | the best successful candidates per task over the whole run |
 | ``stage:STAGE`` or a stage name | the best of STAGE over every run (``--run`` narrows it) |
+
+A JSON record's task reference is ``task``, ``task_key``, ``name``, or ``level``/``level_id`` +
+``task_id``/``problem_id``; its code is ``code``, ``custom_code``, ``source`` or ``kernel``.
 
 "Best" is the candidate's latest stored score (any purpose); ``top_k`` > 1 re-scores the k best and keeps the
 best final score. Tasks with no kernel in a source become unsuccessful rows ("no candidate"), because the
@@ -132,7 +135,8 @@ def _records(data: Any) -> list[tuple[dict[str, Any] | None, str | None, str | N
     """(record, task ref, code) triples from the accepted JSON shapes."""
     out = []
     if isinstance(data, dict):
-        if any(k in data for k in ("kernels", "results", "items", "data")) and not any(isinstance(v, str) for v in data.values()):
+        if any(k in data for k in ("kernels", "results", "items", "data")) and not any(isinstance(v, str)
+                                                                                      for v in data.values()):
             for k in ("kernels", "results", "items", "data"):
                 if k in data:
                     return _records(data[k])

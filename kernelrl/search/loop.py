@@ -200,7 +200,10 @@ def optimize_task(task: Task, *, llm: str | Backend, rounds: int | None = None, 
                   out: str | Path | None = None, progress: Callable[[RoundStats, SearchResult], None] | None = None,
                   backend_kwargs: dict[str, Any] | None = None, n_exemplars: int | None = None,
                   sampler_state: str | Path | None = None) -> SearchResult:
-    """Run (or resume) the search for one task; see the module docstring. Returns the run's totals and best."""
+    """Run (or resume) the search for one task; see the module docstring. Returns the run's totals and best.
+
+    Long because: the round loop (generate, evaluate, store, update the sampler, checkpoint its state) is one
+    resumable sequence whose order matters; its pieces are the helpers above."""
     cfg = replace(config) if config is not None else SearchConfig()  # a copy: the caller's config is not changed
     if rounds is not None:
         cfg.rounds = rounds
@@ -392,7 +395,8 @@ def _totals(store, task_id: int, run: str, result: SearchResult, history: dict[i
     result.attempts = sum(len(r) for r in history.values())
     result.parsed = sum(1 for r in history.values() for c in r.values() if c is not None)
     result.evaluated = sum(1 for r in history.values() for c in r.values() if c is not None and c in ev)
-    result.correct = sum(1 for r in history.values() for c in r.values() if c is not None and ev.get(c, {}).get("success"))
+    result.correct = sum(1 for r in history.values() for c in r.values()
+                         if c is not None and ev.get(c, {}).get("success"))
     wins = [(ev[c]["speedup"], -c, c) for c in all_c if ev.get(c, {}).get("success")]
     if wins:
         _, _, cid = max(wins)

@@ -73,10 +73,14 @@ def make_engine(url: str) -> Engine:
 
 class Store:
     def __init__(self, url: str | None = None):
-        if url is None:
-            from kernelrl.config.settings import get_settings
+        from kernelrl.config.settings import get_settings, normalize_store_url
 
+        if url is None:
             url = get_settings().resolved_store_url
+        try:  # a URL from a flag gets the rule settings apply (postgresql:// means psycopg2)
+            url = normalize_store_url(url)
+        except ValueError as e:
+            raise StoreError(f"store URL {redact_url(url)}: {e}") from None
         self.url = url
         self.engine = make_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -131,7 +135,8 @@ class Store:
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, revision)
         except OperationalError as e:
-            raise StoreError(f"store {redact_url(self.url)}: cannot connect ({str(e.orig).strip().splitlines()[0]})") from None
+            raise StoreError(f"store {redact_url(self.url)}: "
+                             f"cannot connect ({str(e.orig).strip().splitlines()[0]})") from None
 
     def current_revision(self) -> str | None:
         from alembic.runtime.migration import MigrationContext

@@ -89,7 +89,8 @@ class ContrastivePromptDataset:
         from datasets import Dataset
 
         return Dataset.from_dict({"slot": list(range(self.n)),
-                                  "prompt": [[{"role": "user", "content": "(built from the store when drawn)"}]] * self.n})
+                                  "prompt": [[{"role": "user",
+                                               "content": "(built from the store when drawn)"}]] * self.n})
 
     def collate(self, features: list[dict]) -> list[dict]:
         return [self[int(f["slot"])] for f in features]
@@ -221,11 +222,14 @@ def _build_args(recipe, out_dir: Path):
 
 
 def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, progress=None) -> dict[str, Any]:
-    """Run (or resume, or return the finished result of) GRPO; rank 0 gets the metrics."""
+    """Run (or resume, or return the finished result of) GRPO; rank 0 gets the metrics.
+
+    Long because: the trainer, its callbacks (closures over the reward, the dataset and the per-step timing) and
+    the resume bookkeeping share state that would otherwise travel through half a dozen parameters."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOTrainer
 
-    from kernelrl.training.sft import _torch_dtype, is_final, last_checkpoint, lora_config, write_final
+    from kernelrl.training.sft import torch_dtype, is_final, last_checkpoint, lora_config, write_final
 
     c = recipe.crl
     out_dir = Path(out_dir)
@@ -237,7 +241,7 @@ def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, pro
     tok = AutoTokenizer.from_pretrained(model_dir)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_torch_dtype(recipe.model.dtype))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype(recipe.model.dtype))
     n_slots = c.steps * c.prompts_per_step * c.grad_accum
     ds = ContrastivePromptDataset(tasks, store, recipe, n_slots,
                                   token_counter=lambda s: len(tok(s, add_special_tokens=False)["input_ids"]),

@@ -79,31 +79,24 @@ def gather_objects(items: list) -> list:
 
 
 def run_stage(stage: str, body, argv: list[str] | None = None, description: str = "") -> int:
-    """``steps.common.run_step`` on the main process; on the other ranks of an ``accelerate launch`` the same
+    """``kernelrl.step.run_step`` on the main process; on the other ranks of an ``accelerate launch`` the same
     body runs with the same context but writes no stage record and no manifest (the body itself leaves store
     writes and checkpoint syncs to rank 0 and waits for it)."""
-    from steps.common import run_step
+    from kernelrl.step import run_step
 
     if not distributed() or is_main():
         return run_step(stage, body, argv, description)
-    import argparse
     import logging
     from pathlib import Path
 
     from kernelrl.config.recipes import load_recipe
     from kernelrl.config.settings import load_settings
-    from steps.common import StepContext, _parse_set
+    from kernelrl.step import StepContext, parse_sets, step_parser
 
-    p = argparse.ArgumentParser(prog=f"python -m steps.{stage}", description=description)
-    p.add_argument("--recipe", default="smoke")
-    p.add_argument("--run", required=True)
-    p.add_argument("--manifest-out", default=None)
-    p.add_argument("--set", action="append", default=[])
-    p.add_argument("--dry-run", action="store_true")
-    args = p.parse_args(argv)
+    args = step_parser(stage, description).parse_args(argv)
     settings = load_settings()
     logging.basicConfig(level="WARNING", format=f"%(asctime)s {stage}[rank {rank()}] %(levelname)s %(message)s")
-    recipe = load_recipe(args.recipe, _parse_set(args.set))
+    recipe = load_recipe(args.recipe, parse_sets(args.set))
     ctx = StepContext(stage=stage, run=args.run, recipe=recipe, settings=settings,
                       manifest_out=Path(args.manifest_out or "/dev/null"), dry_run=args.dry_run)
     body(ctx)

@@ -80,7 +80,7 @@ def with_contrastive_copies(rows: list[dict], store, tasks, recipe, copies: int,
     return out
 
 
-def _torch_dtype(name: str):
+def torch_dtype(name: str):
     import torch
 
     return getattr(torch, name) if name and name != "auto" else "auto"
@@ -137,7 +137,7 @@ def write_final(trainer, base_model: str, tokenizer, out_dir: Path, *, lora: boo
             from peft import PeftModel
             from transformers import AutoModelForCausalLM
 
-            base = AutoModelForCausalLM.from_pretrained(base_model, dtype=_torch_dtype(dtype))
+            base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch_dtype(dtype))
             merged = PeftModel.from_pretrained(base, str(raw)).merge_and_unload()
             with torch.no_grad():
                 merged.save_pretrained(tmp)
@@ -186,7 +186,7 @@ def sft_train(model_path: str, pairs: list[dict], out_dir: Path, cfg, *, seed: i
 
         raise KernelRLError(f"sft: no training example fits max_length={cfg.max_length} tokens")
     cuda = torch.cuda.is_available()
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=_torch_dtype(dtype))
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype(dtype))
     args = TrlSFTConfig(
         output_dir=str(out_dir / "trainer"), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
         per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,

@@ -65,6 +65,17 @@ def stage_policy_eval(ctx, model_dir: str, cfg, tasks, svc=None) -> dict[str, An
     return m
 
 
+# -- augment ------------------------------------------------------------------------------------------------------
+def run_augment_stage(ctx) -> dict[str, Any]:
+    """Teachers (or the seed corpus offline) answer every task; every answer stored and evaluated."""
+    from kernelrl.training.augment import run_augment
+
+    if ctx.dry_run:
+        tasks = recipe_tasks(ctx.recipe, ctx.settings)
+        return {"metrics": {"tasks": len(tasks), "teachers": list(ctx.recipe.augment.teachers)}}
+    return {"metrics": run_augment(ctx.store, ctx.recipe, ctx.run, ctx.settings, progress=progress)}
+
+
 # -- sft ----------------------------------------------------------------------------------------------------------
 def run_sft(ctx) -> dict[str, Any]:
     from kernelrl.errors import KernelRLError
@@ -93,9 +104,9 @@ def run_sft(ctx) -> dict[str, Any]:
     info = read_json(final / "kernelrl-final.json", {})
     hist = (read_json(ctx.work_dir / "train-log.json", {}) or {}).get("log_history", [])
     losses = [h["loss"] for h in hist if "loss" in h]
-    m = {"pairs": len(pairs), "examples": len(rows), "tasks": len(tasks), "train_s": round(train_s, 2), "steps": info.get("steps"),
-         "resumed_from": info.get("resumed_from"), "first_loss": losses[0] if losses else None,
-         "last_loss": losses[-1] if losses else None, **pe}
+    m = {"pairs": len(pairs), "examples": len(rows), "tasks": len(tasks), "train_s": round(train_s, 2),
+         "steps": info.get("steps"), "resumed_from": info.get("resumed_from"),
+         "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None, **pe}
     return {"outputs": {"checkpoint": uri, "model_dir": str(final)}, "metrics": m}
 
 

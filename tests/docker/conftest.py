@@ -110,8 +110,6 @@ def evaluator_image(step_image):
     """containers/evaluator.Dockerfile (the evaluation service's image) built on this machine FROM the CPU step
     image: Debian's python3, the CPU torch wheel and the host's CA bundle are in place there (production: a CUDA
     devel base)."""
-    if not (ROOT / "containers" / "evaluator.Dockerfile").exists():
-        pytest.skip("containers/evaluator.Dockerfile not there yet")
     return build("evaluator.Dockerfile", "kernelrl/evaluator:cpu-test", step_image, name="evaluator_image")
 
 

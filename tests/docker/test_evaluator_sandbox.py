@@ -87,7 +87,8 @@ PROBES = textwrap.dedent('''
             "uid": os.getuid(), "gid": os.getgid(), "cap_eff": _status("CapEff"), "no_new_privs": _status("NoNewPrivs"),
             "env_names": sorted(env),
             "secret_names": sorted(k for k in env if k.startswith("AWS_") or (k.startswith("KERNELRL_") and
-                                   k != "KERNELRL_HOME") or any(w in k for w in ("TOKEN", "SECRET", "PASSWORD", "KEY"))),
+                                   k != "KERNELRL_HOME")
+                                   or any(w in k for w in ("TOKEN", "SECRET", "PASSWORD", "KEY"))),
             "planted_values_seen": sorted(k for k, v in env.items() if "planted" in v),
             "interfaces": sorted(os.listdir("/sys/class/net")),
             "net": net, "writes": writes,

@@ -41,7 +41,8 @@ def _started_containers(client, since: float) -> list[str]:
     import datetime as dt
 
     events = client.events(since=dt.datetime.fromtimestamp(since), until=dt.datetime.now(), decode=True,
-                           filters={"type": "container", "event": "create", "label": "kernelrl.managed-by=kernelrl-flows"})
+                           filters={"type": "container", "event": "create",
+                                    "label": "kernelrl.managed-by=kernelrl-flows"})
     return [e["Actor"]["Attributes"].get("name", "") for e in events]
 
 

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from steps.common import STAGES, run_step
+from kernelrl.step import STAGES, run_step
 
 PREV = {s: STAGES[i - 1] for i, s in enumerate(STAGES) if i > 0}
 

@@ -157,7 +157,7 @@ def test_local_disk_full(tmp_path, monkeypatch, where):
 
 def test_local_disk_full_while_downloading(tmp_path, monkeypatch):
     src = tmp_path / "src"
-    files = make_tree(src)
+    make_tree(src)
     store = LocalCheckpointStore(tmp_path / "store")
     store.put_dir(src, "c")
     monkeypatch.setattr(base, "_write_chunk", FullDisk(1 * MiB))

@@ -400,7 +400,7 @@ def test_planted_secrets_never_leak(planted, chat_server, log_records, caplog, c
         assert "secrets/sft/final" in runs_cli[2].stdout
         dead_url = planted["url"].replace("127.0.0.1:5432", "127.0.0.1:1")
         for args, e in (
-            (["store", "stats", "--url", dead_url], env),
+            (["store", "stats", "--store-url", dead_url], env),
             (["store", "stats"], dict(env, KERNELRL_STORE_URL=dead_url)),
             (["pipeline", "status", "--run", "missing"], env),
             (["checkpoints", "ls"], dict(env, KERNELRL_S3_ENDPOINT_URL="http://127.0.0.1:1")),
@@ -451,5 +451,6 @@ def test_workers_up_keeps_the_store_password_off_worker_command_lines(planted, m
     assert len(started) == 2
     for cmd, kw in started:
         assert not leaks(" ".join(cmd), "argv"), cmd
-        assert (kw.get("env") or {}).get("KERNELRL_STORE_URL") == planted["url"]  # the worker still serves the store it was given
+        # the worker still serves the store it was given
+        assert (kw.get("env") or {}).get("KERNELRL_STORE_URL") == planted["url"]
     assert not leaks(res.output, "output")

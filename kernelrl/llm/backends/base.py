@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 # USD per million (input, output) tokens, matched by the longest prefix of the model name. Estimates only:
 # providers change prices; override with price_per_mtok=(in, out) or KERNELRL_LLM_PRICE_PER_MTOK="in,out".

@@ -31,7 +31,8 @@ class HFBackend(Backend):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.name = self.model_name = str(model_path or getattr(getattr(model, "config", None), "_name_or_path", "model"))
+        self.name = self.model_name = str(model_path
+                                          or getattr(getattr(model, "config", None), "_name_or_path", "model"))
         self.device = resolve_device(device)
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
         if self.tokenizer.pad_token is None:
@@ -68,7 +69,8 @@ class HFBackend(Backend):
             budget = max_tokens
             if self.context_window:
                 if plen >= self.context_window:
-                    out.append(self.failed(n, f"prompt too long: {plen} tokens >= context window {self.context_window}"))
+                    out.append(self.failed(n, f"prompt too long: {plen} tokens >= "
+                                              f"context window {self.context_window}"))
                     self._account(failures=1, generations=n, failed_generations=n)
                     continue
                 budget = min(max_tokens, self.context_window - plen)
@@ -102,7 +104,8 @@ class HFBackend(Backend):
                         ntok, reason = j + 1, "stop"
                         break
                 else:  # padding after a stop string / another sequence's end
-                    while ntok and comp[ntok - 1] == self.tokenizer.pad_token_id and self.tokenizer.pad_token_id not in eos_ids:
+                    while (ntok and comp[ntok - 1] == self.tokenizer.pad_token_id
+                           and self.tokenizer.pad_token_id not in eos_ids):
                         ntok -= 1
                 text = self.tokenizer.decode(comp[:ntok], skip_special_tokens=True)
                 text, stopped = apply_stop(text, stop)

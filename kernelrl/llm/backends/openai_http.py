@@ -80,7 +80,8 @@ class OpenAIBackend(Backend):
         )
 
     def __repr__(self) -> str:
-        return f"OpenAIBackend({self.base_url!r}, model={self.model_name!r}, api_key={'***' if self._api_key else None})"
+        return (f"OpenAIBackend({self.base_url!r}, model={self.model_name!r}, "
+                f"api_key={'***' if self._api_key else None})")
 
     def close(self) -> None:
         self._client.close()

@@ -1,4 +1,5 @@
-"""What every step shares: its command line, settings, the store, and the JSON manifest it writes.
+"""The step contract that steps/, flows/ and the CLI share: the stage registry, a step's command line and
+context, the one ``--set`` parser, and the JSON manifest a step ends with.
 
 Every step runs alone, in a container or as a local process:
 
@@ -8,6 +9,10 @@ It reads the store URL and checkpoint URI from the environment (KERNELRL_*), fin
 outputs through the store's stage records, writes its outputs to the store and the checkpoint store, and
 ends by writing a small manifest (URIs and metrics, never models) to --manifest-out and as the last line of
 stdout. Exit status 0 means the manifest is complete; anything else is a failure the flow may retry.
+
+The library owns this contract so that it never imports the orchestration around it: ``steps/<stage>.py`` are
+thin entrypoints over it, ``flows/`` run those entrypoints, and ``kernelrl train`` calls the same bodies
+(``STAGE_BODIES``) in-process.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +36,31 @@ from kernelrl.errors import ConfigError, KernelRLError
 from kernelrl.logs import configure_logging
 
 STAGES = ("augment", "sft", "selfsup", "crl", "bench")
+DEFAULT_RECIPE = "smoke"  # the embedded default (make pipeline): every entrypoint's --recipe default
 # Bump a stage's version when its code changes what it produces: part of the flow's cache key.
 STAGE_VERSIONS = {"augment": "1", "sft": "1", "selfsup": "1", "crl": "1", "bench": "1"}
 MANIFEST_MARKER = "KERNELRL_MANIFEST "
+PROGRESS_MARKER = "KERNELRL_PROGRESS "
+# Each stage's body (``body(ctx) -> {"outputs", "metrics"}``), named rather than imported so that reading the
+# registry costs no torch import. steps/<stage>.py and ``kernelrl train`` run the same function.
+STAGE_BODIES = {
+    "augment": "kernelrl.training.stages:run_augment_stage",
+    "sft": "kernelrl.training.stages:run_sft",
+    "selfsup": "kernelrl.training.stages:run_selfsup",
+    "crl": "kernelrl.training.stages:run_crl",
+    "bench": "kernelrl.reports.stage:run_bench_stage",
+}
+TRAIN_STAGES = ("augment", "sft", "selfsup", "crl")
+
+
+def stage_body(stage: str) -> Callable[["StepContext"], dict[str, Any]]:
+    """The body of ``stage`` (STAGE_BODIES)."""
+    import importlib
+
+    if stage not in STAGE_BODIES:
+        raise ConfigError(f"stage {stage!r}: expected one of {', '.join(STAGES)}")
+    module, _, name = STAGE_BODIES[stage].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass
@@ -72,19 +99,42 @@ class StepContext:
         return rec["manifest"]
 
 
-def _parse_set(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def split_sets(items: list[str]) -> dict[str, str]:
+    """``["sft.epochs=1", ...]`` -> ``{"sft.epochs": "1"}``: the values as typed (they are handed on to steps
+    as text), each checked to be valid YAML so that bad input fails here, in one line."""
+    out: dict[str, str] = {}
     for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        k, v = item.split("=", 1)
-        if not k.strip():
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
             raise ConfigError(f"--set {item!r}: expected key=value")
         try:
-            out[k.strip()] = yaml.safe_load(v)
+            yaml.safe_load(v)
         except yaml.YAMLError as e:  # e.g. --set 'levels=[1': one line, not yaml's multi-line trace
             raise ConfigError(f"--set {item!r}: value is not valid YAML ({str(e).splitlines()[0]})") from None
+        out[k.strip()] = v
     return out
+
+
+def load_overrides(overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Override values as a recipe reads them: text is YAML (``1`` -> int, ``[1,2]`` -> list), others as given."""
+    return {k: yaml.safe_load(v) if isinstance(v, str) else v for k, v in (overrides or {}).items()}
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` arguments as recipe overrides (``split_sets`` then ``load_overrides``)."""
+    return load_overrides(split_sets(items))
+
+
+def step_parser(stage: str, description: str = "") -> argparse.ArgumentParser:
+    """The command line every step takes (``python -m steps.<stage> --help``)."""
+    parser = argparse.ArgumentParser(prog=f"python -m steps.{stage}", description=description)
+    parser.add_argument("--recipe", default=DEFAULT_RECIPE, help="Recipe name (recipes/*.yaml) or YAML path.")
+    parser.add_argument("--run", required=True, help="Run name: groups the stages of one pipeline run.")
+    parser.add_argument("--manifest-out", default=None, help="Where to write the JSON manifest.")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="Override a recipe value, e.g. --set sft.epochs=1 (repeatable).")
+    parser.add_argument("--dry-run", action="store_true", help="Build everything, do no work, write a manifest.")
+    return parser
 
 
 def inputs_digest(recipe: Recipe, stage: str, upstream: dict[str, Any] | None = None) -> str:
@@ -123,19 +173,13 @@ def run_step(stage: str, body: Callable[[StepContext], dict[str, Any]], argv: li
     ``body`` returns ``{"outputs": ..., "metrics": ...}``. The stage record in the store goes running ->
     done/failed around it, so flows and ``kernelrl pipeline`` see what happened.
     """
-    parser = argparse.ArgumentParser(prog=f"python -m steps.{stage}", description=description)
-    parser.add_argument("--recipe", default="smoke", help="Recipe name (recipes/*.yaml) or YAML path.")
-    parser.add_argument("--run", required=True, help="Run name: groups the stages of one pipeline run.")
-    parser.add_argument("--manifest-out", default=None, help="Where to write the JSON manifest.")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="Override a recipe value, e.g. --set sft.epochs=1 (repeatable).")
-    parser.add_argument("--dry-run", action="store_true", help="Build everything, do no work, write a manifest.")
-    args = parser.parse_args(argv)
+    args = step_parser(stage, description).parse_args(argv)
     try:
         settings = load_settings()
         configure_logging(settings.log_level, f"%(asctime)s {stage} %(levelname)s %(message)s", settings)
-        recipe = load_recipe(args.recipe, _parse_set(args.set))
-        out = Path(args.manifest_out) if args.manifest_out else settings.home / "runs" / args.run / f"{stage}.manifest.json"
+        recipe = load_recipe(args.recipe, parse_sets(args.set))
+        out = (Path(args.manifest_out) if args.manifest_out
+               else settings.home / "runs" / args.run / f"{stage}.manifest.json")
         ctx = StepContext(stage=stage, run=args.run, recipe=recipe, settings=settings, manifest_out=out,
                           dry_run=args.dry_run)
         ctx.store.set_stage(args.run, stage, status="running", recipe=recipe.name)

@@ -1,5 +1,8 @@
 """``kernelrl pipeline``: run the whole pipeline (or part of it) as a Prefect flow, and show a run's stages.
 
+A command of the orchestration layer: the kernelrl CLI finds it through its plugin registry (the
+``kernelrl.cli`` entry point group in pyproject.toml), so the library itself never imports flows/.
+
     kernelrl pipeline run --recipe smoke --run smoke                  # all stages; done ones are skipped
     kernelrl pipeline run --recipe smoke --run smoke --from sft       # force sft, selfsup, crl, bench
     kernelrl pipeline run --recipe smoke --run smoke --only bench --force
@@ -23,25 +26,8 @@ import json
 from typing import Optional
 
 import typer
-import yaml
-
 from kernelrl.errors import ConfigError, KernelRLError
-
-
-def _parse_sets(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        k, v = item.split("=", 1)
-        if not k.strip():
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        try:  # the step parses the value as YAML; a bad one is bad input here, not a trace in the flow
-            yaml.safe_load(v)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--set {item!r}: value is not valid YAML ({str(e).splitlines()[0]})") from None
-        out[k.strip()] = v
-    return out
+from kernelrl.step import DEFAULT_RECIPE
 
 
 def register(app: typer.Typer) -> None:
@@ -51,7 +37,7 @@ def register(app: typer.Typer) -> None:
     @group.command("run")
     def run_cmd(
         run: str = typer.Option(..., "--run", help="Run name: groups stage records, checkpoints and the report."),
-        recipe: str = typer.Option("smoke", "--recipe", help="Recipe name (recipes/*.yaml) or a YAML path."),
+        recipe: str = typer.Option(DEFAULT_RECIPE, "--recipe", help="Recipe name (recipes/*.yaml) or a YAML path."),
         from_stage: Optional[str] = typer.Option(
             None, "--from", help="Force this stage and every later one to run again (earlier ones skip if done)."),
         only: Optional[str] = typer.Option(None, "--only", help="Run just this stage (its upstream must be done)."),
@@ -72,11 +58,11 @@ def register(app: typer.Typer) -> None:
         """Run augment -> sft -> selfsup -> crl -> bench; print a summary and where the report is."""
         _console(verbose)  # before Prefect is imported: its console handler reads its level at set-up
         from flows.pipeline import ensure_prefect_env, report_path, select_stages
-        from flows.runner import parse_overrides
         from kernelrl.config.recipes import load_recipe
+        from kernelrl.step import load_overrides, split_sets
 
-        overrides = _parse_sets(sets)
-        load_recipe(recipe, parse_overrides(overrides))  # bad recipe or --set: one line, exit 2, before Prefect
+        overrides = split_sets(sets)
+        load_recipe(recipe, load_overrides(overrides))  # bad recipe or --set: one line, exit 2, before Prefect
         plan = select_stages(from_stage, only)
         if runner not in ("local", "docker"):
             raise ConfigError(f"--runner {runner!r}: expected local or docker")
@@ -200,7 +186,7 @@ def _records(run: str) -> dict:
     from kernelrl.config.settings import load_settings
     from kernelrl.config.settings import redact_url
     from kernelrl.store import Store
-    from steps.common import STAGES
+    from kernelrl.step import STAGES
 
     settings = load_settings()
     store = Store(settings.resolved_store_url)
