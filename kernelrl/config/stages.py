@@ -153,7 +153,18 @@ class AugmentConfig:
 
 
 @dataclass
-class SFTConfig:
+class PolicyEvalKnobs:
+    """The end-of-stage policy evaluation, the same in sft, selfsup and crl (each section has its own values)."""
+
+    eval_samples_per_task: int = knob(
+        2, help="After training, sample the policy this many times per task (augmentation prompt) and evaluate: "
+        "the stage's success rate and speedups, measured the same way in every stage. 0 skips it.")
+    eval_temperature: float = knob(0.7, help="Sampling temperature of that end-of-stage policy evaluation.")
+    eval_max_new_tokens: int = knob(4096, help="Completion budget of that end-of-stage policy evaluation.")
+
+
+@dataclass
+class SFTConfig(PolicyEvalKnobs):
     epochs: float = knob(3.0, help="Passes over the successful snippets.")
     learning_rate: float = knob(2e-5, help="AdamW learning rate.")
     batch_size: int = knob(4, help="Per-device batch size.")
@@ -172,15 +183,10 @@ class SFTConfig:
         "store the way crl draws them). The paper trains on the augmentation prompt only (0). A model too small "
         "to generalise across prompt formats (the smoke recipe's tiny one) otherwise never writes code under "
         "crl's prompts, and GRPO gets no reward signal.")
-    eval_samples_per_task: int = knob(
-        2, help="After training, sample the policy this many times per task (augmentation prompt) and evaluate: "
-        "the stage's success rate and speedups, measured the same way in every stage. 0 skips it.")
-    eval_temperature: float = knob(0.7, help="Sampling temperature of that end-of-stage policy evaluation.")
-    eval_max_new_tokens: int = knob(4096, help="Completion budget of that end-of-stage policy evaluation.")
 
 
 @dataclass
-class SelfSupConfig:
+class SelfSupConfig(PolicyEvalKnobs):
     iterations: int = knob(3, help="Generate -> evaluate -> keep successes -> train, this many times.")
     samples_per_task: int = knob(4, help="k samples per task per iteration.")
     temperature: float = knob(1.0, help="Sampling temperature; exploration is the point of this stage.")
@@ -190,15 +196,10 @@ class SelfSupConfig:
         False, help="Also train each iteration on this run's earlier successes (SFT data and earlier iterations). "
         "Off is the paper's loop (REINFORCE with 0/1 reward on the fresh samples only); on guards a tiny model "
         "against forgetting tasks it did not solve this time.")
-    eval_samples_per_task: int = knob(
-        2, help="After training, sample the policy this many times per task (augmentation prompt) and evaluate: "
-        "the stage's success rate and speedups, measured the same way in every stage. 0 skips it.")
-    eval_temperature: float = knob(0.7, help="Sampling temperature of that end-of-stage policy evaluation.")
-    eval_max_new_tokens: int = knob(4096, help="Completion budget of that end-of-stage policy evaluation.")
 
 
 @dataclass
-class CRLConfig:
+class CRLConfig(PolicyEvalKnobs):
     steps: int = knob(100, help="GRPO optimisation steps.")
     group_size: int = knob(8, help="G: samples per prompt; rewards are normalised within the group.")
     prompts_per_step: int = knob(2, help="Distinct prompts per step (batch = prompts_per_step * group_size).")
@@ -222,11 +223,6 @@ class CRLConfig:
     vllm_gpu_memory_utilization: float = knob(0.3, help="vLLM colocate: share of GPU memory for the engine.")
     vllm_server_url: str = knob("", help="vLLM server mode: base URL of `trl vllm-serve` (default localhost:8000).")
     sampler: SamplerConfig = field(default_factory=SamplerConfig, metadata={"help": "Exemplar sampling."})
-    eval_samples_per_task: int = knob(
-        2, help="After training, sample the policy this many times per task (augmentation prompt) and evaluate: "
-        "the stage's success rate and speedups, measured the same way in every stage. 0 skips it.")
-    eval_temperature: float = knob(0.7, help="Sampling temperature of that end-of-stage policy evaluation.")
-    eval_max_new_tokens: int = knob(4096, help="Completion budget of that end-of-stage policy evaluation.")
 
 
 @dataclass

@@ -46,7 +46,8 @@ from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, kill_orphans,
                                          pin_threads, scratch_dir, spare_cores, timing_cores)
-from kernelrl.evaluation.stats import PairedStats, bucket_stats, paired_stats, round_toward_one
+from kernelrl.evaluation.stats import (PairedStats, bucket_stats, needs_reverify, paired_stats, reverify_agrees,
+                                       round_toward_one)
 from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
@@ -518,7 +519,7 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     s.before = before  # our children that existed before this evaluation started: never its orphans
     try:
         _protocol(s, result, baseline or {})
-        if result.success and result.speedup > cfg.reverify_above and cfg.reverify:
+        if result.success and needs_reverify(result.speedup, reverify=cfg.reverify, above=cfg.reverify_above):
             _reverify(task_source, candidate_source, cfg, device, result)
     except CandidateFailed as e:
         result.flag(e.flag)
@@ -813,7 +814,7 @@ def _reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, 
     """Re-measure a large speedup in fresh processes; keep it only if the two agree within tolerance."""
     second = evaluate(task_source, cand_source, dataclasses.replace(cfg, reverify=False, correctness_trials=2))
     result.timing["reverify_speedup"] = second.speedup
-    if not second.success or abs(second.speedup - result.speedup) > cfg.reverify_tolerance * result.speedup:
+    if not reverify_agrees(result.speedup, second.speedup, second.success, cfg.reverify_tolerance):
         result.flag("reverify-mismatch")
         result.speedup = 0.0
     else:

@@ -46,6 +46,7 @@ from typing import Any, Callable
 
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.precompile import BUILD_MARKERS, pin_cuda_arch, precompile
+from kernelrl.evaluation.stats import needs_reverify
 from kernelrl.store.db import Store
 from kernelrl.store.queue import Job, JobQueue
 
@@ -111,11 +112,11 @@ def decide_reverify(first: dict[str, Any], second: dict[str, Any], tolerance: fl
                     who: dict[str, Any]) -> dict[str, Any]:
     """The parent's final result from its first measurement and the re-measurement: kept (the lower of the
     two, rounded toward 1) only if both succeeded and agree within ``tolerance``; else flagged and scored 0."""
-    from kernelrl.evaluation.stats import round_toward_one
+    from kernelrl.evaluation.stats import reverify_agrees, round_toward_one
 
     s1, s2 = float(first.get("speedup") or 0.0), float(second.get("speedup") or 0.0)
     ok2 = bool(second.get("success", second.get("executable") and second.get("correct")))
-    agree = ok2 and s1 > 0 and abs(s2 - s1) <= tolerance * s1
+    agree = reverify_agrees(s1, s2, ok2, tolerance)
     out = dict(first)
     timing = dict(out.get("timing") or {})
     timing["reverify"] = {"first_speedup": s1, "speedup": s2, "agree": agree, "tolerance": tolerance,
@@ -306,7 +307,8 @@ class Worker:
         if not job.settings.get("reverify", True):
             return False
         speedup = float(result.get("speedup") or 0.0)
-        if speedup > float(job.settings.get("reverify_above", EvalConfig.reverify_above)):
+        if needs_reverify(speedup, reverify=True,
+                          above=float(job.settings.get("reverify_above", EvalConfig.reverify_above))):
             return True
         best = self._best_known(job)
         return best is not None and best >= 1.0 and speedup > 2 * best

@@ -151,3 +151,17 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
     exc = statistics.median(excess) if excess else 0.0
     return PairedStats(n, est, lo, hi, statistics.median(r_calls), statistics.median(c_calls),
                        statistics.mean(charged) / k, exc / k, tol / k)
+
+
+# -- re-verification: one rule for the in-process evaluator and the job workers ---------------------------------
+def needs_reverify(speedup: float, *, reverify: bool, above: float) -> bool:
+    """A successful speedup above ``above`` (EvalConfig.reverify_above) is measured again before it counts."""
+    return bool(reverify) and speedup > above
+
+
+def reverify_agrees(first: float, second: float, second_ok: bool, tolerance: float) -> bool:
+    """The re-measurement confirms the first one: it succeeded and lies within ``tolerance`` (a fraction of the
+    first). Agreeing results keep the lower of the two, rounded toward 1; the others score 0 and are flagged
+    reverify-mismatch."""
+    return bool(second_ok) and first > 0 and abs(second - first) <= tolerance * first
+
