@@ -135,6 +135,19 @@ def test_paired_stats_tolerance_comes_from_the_reference_not_the_candidate():
     assert st.estimate <= honest.estimate * 1.03
 
 
+def test_paired_stats_a_noisy_reference_harness_forgives_at_most_a_third_of_the_span():
+    """A loaded machine makes the reference's harness noisy, which widens the noise tolerance; a candidate that
+    moved all its work into the harness must still gain at most 1.5x (seen on a loaded 2-core runner: 18x for an
+    honest 2.8x before the cap)."""
+    rg, cg, bo = _pairs(10, 8)  # reference 10 ms, honest candidate 5 ms per span
+    ref_h = [1e-3 + (30e-3 if b % 2 else 0.0) for b in range(10)]  # MAD 15 ms: tolerance ~95 ms
+    moved = 4.5e-3  # all but 0.5 ms of the candidate's span done in the harness
+    st = paired_stats(rg, [c - moved for c in cg], ref_h, [h + moved for h in ref_h], k=1, block_of=bo)
+    honest = paired_stats(rg, cg, ref_h, list(ref_h), k=1, block_of=bo)
+    assert honest.estimate == pytest.approx(2.0, rel=0.01)
+    assert st.estimate <= 1.5 * honest.estimate * 1.01 and st.charge_per_call > 0
+
+
 def test_paired_stats_one_slow_harness_block_moves_the_median_little():
     rg, cg, bo = _pairs(10, 8, noise=0.01, seed=3)
     ref_h = [1e-3] * 10
