@@ -156,7 +156,7 @@ def _summary(run: str, result: dict) -> None:
         m = manifests.get(stage) or {}
         table.add_row(stage, status + (" (earlier run)" if status == "skipped" else ""), str(m.get("wall_s", "")),
                       headline_metrics(m))
-    Console(width=max(100, Console().width), soft_wrap=False).print(table)
+    Console(width=max(120, Console().width), soft_wrap=False).print(table)  # one row per stage in a log
 
 
 def _where(run: str) -> None:
