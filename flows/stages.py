@@ -287,8 +287,8 @@ def execute_stage(stage: str, run: str, recipe: str = DEFAULT_RECIPE, overrides:
             CONSOLE.error("%-8s failed%s: %s", stage, " (will retry)" if e.retryable else "",
                           str(e).removeprefix(f"step {stage}: "))
             raise
-        CONSOLE.info("%-8s done in %s s%s", stage, manifest.get("wall_s", "?"),
-                     ": " + headline_metrics(manifest) if headline_metrics(manifest) else "")
+        numbers = headline_metrics(manifest)
+        CONSOLE.info("%-8s done in %s s%s", stage, manifest.get("wall_s", "?"), f": {numbers}" if numbers else "")
         # The step recorded done + manifest itself; the flow adds the key it will compare next time.
         store.set_stage(run, stage, status="done", recipe=recipe_obj.name, cache_key=key, manifest=manifest,
                         inputs={"recipe": recipe, "overrides": overrides, "upstream":
