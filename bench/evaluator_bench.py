@@ -122,6 +122,8 @@ def one(task: Task, source: str, cfg: EvalConfig) -> dict:
             "charge_ms": t.get("harness_charge_ms"), "ref_slowdown": t.get("ref_slowdown"),
             "overhead_ms": t.get("overhead_ms"), "phases_s": t.get("phases_s"), "spares": t.get("spare_workers_used"),
             "quiesce_ms_max": t.get("quiesce_wait_ms_max"), "rounds_raw": t.get("rounds_raw"),
+            "median_ratio": t.get("median_ratio"), "correctness_split_s": t.get("correctness_split_s"),
+            "host_probe": t.get("host_probe"), "warmup_blocks": t.get("warmup_blocks"),
             "error": (r.error or "")[:300] or None}
 
 
@@ -133,7 +135,9 @@ def bench_task(task: Task, seed, cfg: EvalConfig, repeats: int, long_factor: flo
         ok = [x for x in row["repeats"] if x["success"]]
         if long_factor > 0 and ok:
             t_short = statistics.median(x["timing_s"] or cfg.budget_s for x in ok)
+            # The reference value: 10x the timing, no early stop; 3 correctness trials (the repeats checked 20 each).
             long_cfg = dataclasses.replace(cfg, budget_s=max(long_factor * t_short, 1.0), target_ci=0.0,
+                                           correctness_trials=min(cfg.correctness_trials, 3),
                                            max_wall_s=max(cfg.max_wall_s, 60 + 2 * long_factor * t_short))
             row["long"] = one(task, seed.source, long_cfg)
     except Exception:  # noqa: BLE001 - a failing task never aborts the benchmark

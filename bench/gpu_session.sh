@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # One device call (the lent H100): set-up from carried wheels, then the parts named in $PARTS, each logged under
 # $OUT. Usage on the device machine (see bench/results/*/README.md for the exact calls):
-#   PARTS="redteam bench floor" BENCH_ARGS="--only 0:6 --repeats 3" bash bench/gpu_session.sh
+#   PARTS="prebuild floor variants redteam bench" BENCH_ARGS="--only 0:6 --repeats 3" bash bench/gpu_session.sh
+# Parts: prebuild (nvcc builds of the seeds and the red team's extension, in the background on cores 0-7, packed
+# to $OUT/ccache.tgz for the next call to carry as .ccache/ccache.tgz), floor (bench/gpu_noise_floor.py: a plain
+# in-process paired timer, the yardstick), variants (bench/timing_variants.py with $VARIANT_ARGS), redteam (the
+# CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -9,27 +13,56 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     || { echo "wheel install failed"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export KERNELRL_HOME=/tmp/kernelrl-home
+export TORCH_CUDA_ARCH_LIST="9.0+PTX"  # every build (prebuild, red team, bench) with the same flags: one cache entry
+CACHE=/tmp/kernelrl-compile-cache
+if [ -f .ccache/ccache.tgz ]; then mkdir -p "$CACHE" && tar -C "$CACHE" -xzf .ccache/ccache.tgz && echo "compile cache restored"; fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
     --format=csv; python3 -c 'import torch, sys; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name(0))'
-  git log -1 --format='commit %H %s' 2>/dev/null; git status --short 2>/dev/null | head -20; } 2>&1 | tee "$OUT/env.txt"
+  nproc; git log -1 --format='commit %H %s' 2>/dev/null; git status --short 2>/dev/null | head -20; } 2>&1 | tee "$OUT/env.txt"
 if [[ " ${PARTS:-} " == *" prebuild "* ]]; then
-  # Build the candidates' extensions on cores 0-7 while the red team is timed (its workers are pinned to the top
-  # core): the benchmark's repeats then find them built.
-  taskset -c 0-7 python3 bench/evaluator_bench.py --device cuda --out-dir "$OUT/bench" --prebuild-only \
-      > "$OUT/prebuild.log" 2>&1 &
+  # Build the candidates' extensions on cores 0-7 while other parts run (their workers are pinned to the top
+  # cores): the later parts then find them built.
+  ( taskset -c 0-7 python3 bench/evaluator_bench.py --device cuda --out-dir /tmp/prebuild --prebuild-only &
+    taskset -c 0-7 python3 -c "
+from pathlib import Path
+from kernelrl.config.stages import EvalConfig
+from kernelrl.evaluation.precompile import precompile
+print('redteam illegal_address build:', precompile(Path('tests/redteam/cuda/illegal_address.py').read_text(), EvalConfig(device='cuda'), 'cuda'))" &
+    wait ) > "$OUT/prebuild.log" 2>&1 &
   PREBUILD_PID=$!
+fi
+if [ -n "${SMI_MS:-}" ]; then  # the GPU's clocks, power and load every SMI_MS ms, beside everything below
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader -lms "$SMI_MS" > "$OUT/smi.csv" 2>&1 &
+  SMI_PID=$!
 fi
 for part in ${PARTS:-redteam bench}; do
   t0=$SECONDS
   case $part in
+    prebuild) continue ;;
+    floor)
+      T=kernelrl/tasks/builtin; S=$T/seeds
+      timeout "${FLOOR_TIMEOUT:-120}" python3 bench/gpu_noise_floor.py --evals 5 --budget-s 2 \
+        $T/level1/02_Softmax.py $S/level1/02_Softmax/triton_online.py \
+        $T/level1/03_LayerNorm.py $S/level1/03_LayerNorm/triton_layernorm.py \
+        $T/level3/06_TransformerBlock.py $S/level3/06_TransformerBlock/fused_primitives.py 2>&1 | tee "$OUT/floor.log" ;;
+    variants)
+      timeout "${VARIANTS_TIMEOUT:-300}" python3 bench/timing_variants.py --out-dir "$OUT/variants" \
+        ${VARIANT_ARGS:-} 2>&1 | tee "$OUT/variants.log" ;;
     redteam)
+      [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
       timeout "${REDTEAM_TIMEOUT:-240}" python3 -m pytest -q -s -p no:cacheprovider -m gpu \
         tests/redteam/test_redteam_cuda.py 2>&1 | tee "$OUT/redteam_cuda.log" ;;
-    prebuild) continue ;;
     bench)
-      [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; }
+      [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
       timeout "${BENCH_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda --out-dir "$OUT/bench" \
-        ${PREBUILD_PID:+--no-prebuild} ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" ;;
+        --no-prebuild ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" ;;
   esac
   echo "part $part: $((SECONDS - t0)) s" | tee -a "$OUT/env.txt"
 done
+[ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; }
+if [[ " ${PARTS:-} " == *" prebuild "* ]] && [ -d "$CACHE" ]; then
+  # Whole build folders: torch's JIT runs ninja again in a new process, which rebuilds without build.ninja/.o
+  tar -C "$CACHE" -czf "$OUT/ccache.tgz" . && ls -la "$OUT/ccache.tgz"
+fi
+[ -n "${SMI_PID:-}" ] && kill "$SMI_PID"

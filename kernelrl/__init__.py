@@ -5,5 +5,12 @@ __version__ = "0.1.0"
 # The evaluator's protocol version, stored with every result (here so that `kernelrl --version` needs no torch).
 # Version 2: blocks of paired timed spans that hold only the forward calls (inputs staged and outputs digested
 # around them, both parent-timed and charged to the candidate beyond the reference's); the score is the lower
-# bound of the interval of the median per-pair ratio, with sequential stopping.
-EVALUATOR_VERSION = "kernelrl-eval-2"
+# bound of the interval of the median per-pair ratio, with sequential stopping. Version 3: busy-polled spans,
+# strictly alternating, 2 per block; the score is the lower bound of the Wilcoxon interval of the Hodges-Lehmann
+# estimate over blocks (scores of version 2 are not comparable). Version 4: warm-up blocks until both sides' spans
+# settle (an identical candidate scored 0.22 on a CPU VM under version 3: its first counted block was cold).
+# Version 5: a candidate whose harness excess is larger than its own timed spans scores 0 (work-outside-timing;
+# under version 4 a harness patched to precompute while staging was billed at its cache-hot cost: up to 1.6x);
+# the harness allowance is 0.2 of a span (was a third); CUDA drains of the candidate's leftover work are charged
+# to it; integer outputs may differ in one element per thousand (argmax near-ties).
+EVALUATOR_VERSION = "kernelrl-eval-5"

@@ -33,3 +33,55 @@ def test_huge_sets_get_fewer_spans_per_block():
     r = evaluate(task.source, cand, cfg)
     assert r.executable and r.correct and r.speedup > 0, (r.flags, r.error)
     assert r.timing["calls_per_round"] == 1 and r.timing["spans_per_block"] == 2, r.timing
+
+
+@pytest.mark.timeout(300)
+def test_reference_worker_stays_within_the_block_budget(monkeypatch):
+    """Calibration's 4-span blocks once staged 2x the budget, and a worker drew a block's sets beside the previous
+    block's: the reference grew to ~3x its budget and was OOM-killed in a 2 GB container."""
+    import threading
+    import time
+
+    import psutil
+
+    import kernelrl.evaluation.api as api
+
+    budget_mb = 200
+    base: dict[int, int] = {}
+    peak: dict[int, int] = {}
+    orig = api._Session.start_ref
+
+    def start_ref(self):  # the reference's memory with torch imported and the task built, before any block
+        orig(self)
+        base[self.ref.pid] = psutil.Process(self.ref.pid).memory_info().rss
+
+    monkeypatch.setattr(api._Session, "start_ref", start_ref)
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            for pid in list(base):
+                try:
+                    peak[pid] = max(peak.get(pid, 0), psutil.Process(pid).memory_info().rss)
+                except psutil.Error:
+                    pass
+            time.sleep(0.003)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    task = get_task("09_Swish")  # 16 MB in, 16 MB out per call
+    cand = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+            "        return x * torch.sigmoid(x)\n")
+    cfg = EvalConfig(device="cpu", round_memory_mb=budget_mb, budget_s=0.3, correctness_trials=2, reverify=False,
+                     spread_threshold=10.0)
+    try:
+        r = evaluate(task.source, cand, cfg)
+    finally:
+        done.set()
+        t.join()
+    assert r.executable and r.correct, (r.flags, r.error)
+    (pid, b), = base.items()
+    grew = (peak[pid] - b) / MB
+    # a block's sets (budgeted at 1.25x their bytes), a call's temporaries and the heap prefaulted for the
+    # outputs: 1.6x here alone, a little more in the full suite; the old path grew 2.4x (480 MB)
+    assert grew <= 2.0 * budget_mb, (grew, r.timing.get("calls_per_round"))

@@ -6,6 +6,7 @@ tests/test_evaluator_seeds.py."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import tempfile
@@ -29,10 +30,11 @@ from kernelrl.evaluation import (
 )
 from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.api import compare_digests
-from kernelrl.evaluation.stats import median_ci, paired_stats
+from kernelrl.evaluation.stats import block_ratios, hodges_lehmann_ci, median_ci, paired_stats
 from kernelrl.evaluation.ipc import Channel, ProtocolError, bytes_to_tensor, tensor_to_bytes
 from kernelrl.evaluation.sandbox import WorkerProcess, pids_of_uid, scrubbed_env
 from kernelrl.evaluation.worker import _digest_round, _metas
+from kernelrl.tasks import get_task
 
 FAST = EvalConfig(device="cpu", budget_s=0.4, correctness_trials=4, reverify=False, max_wall_s=90,
                   min_timeout_s=4.0, spread_threshold=10.0, memory_limit_mb=4096)
@@ -92,6 +94,46 @@ def test_median_ci_contains_the_median_and_narrows_with_samples():
     assert median_ci([]) == (0.0, 0.0, 0.0)
 
 
+def test_hodges_lehmann_interval_is_tighter_than_the_medians_and_robust():
+    import random as _r
+
+    rng = _r.Random(1)
+    widths = {"hl": 0.0, "median": 0.0}
+    for _ in range(20):
+        xs = [2.0 * math.exp(rng.gauss(0, 0.05)) for _ in range(60)]
+        est, lo, hi = hodges_lehmann_ci(xs)
+        _, mlo, mhi = median_ci(xs)
+        assert lo <= est <= hi and abs(est / 2.0 - 1) < 0.03
+        widths["hl"] += hi - lo
+        widths["median"] += mhi - mlo
+    assert widths["hl"] < 0.9 * widths["median"]  # the efficiency it is chosen for (on average over samples)
+    wild = xs[:54] + [50.0] * 6  # 10% of the pairs hit by a stall, all in one direction
+    west, wlo, whi = hodges_lehmann_ci(wild)
+    assert abs(west / est - 1) < 0.05 and whi < 2.5
+    assert hodges_lehmann_ci([]) == (0.0, 0.0, 0.0)
+    assert hodges_lehmann_ci([0.0, 1.0, 2.0, 3.0]) == median_ci([0.0, 1.0, 2.0, 3.0])  # no log: order statistics
+
+
+def test_paired_stats_interval_is_over_blocks_not_pairs():
+    """Pairs of one block share the machine's state (seen on the H100: spans within a block agree, the level moves
+    between blocks): the interval must reflect the spread of the blocks, not pretend 8x as many independent
+    pairs (an interval over pairs let a repeat claim 14% over its 10x longer run)."""
+    import random as _r
+
+    rng = _r.Random(2)
+    per, n_blocks = 8, 12
+    level = [math.exp(rng.gauss(0, 0.1)) for _ in range(n_blocks)]
+    rg = [10e-3 * level[i // per] * (1 + rng.gauss(0, 0.002)) for i in range(per * n_blocks)]
+    cg = [5e-3 * (1 + rng.gauss(0, 0.002)) for _ in range(per * n_blocks)]
+    bo = [i // per for i in range(per * n_blocks)]
+    h = [1e-3] * n_blocks
+    st = paired_stats(rg, cg, h, list(h), k=1, block_of=bo)
+    _, plo, phi = hodges_lehmann_ci([r / c for r, c in zip(rg, cg)])
+    assert (st.ci_high - st.ci_low) > 2 * (phi - plo)
+    assert len(block_ratios([r / c for r, c in zip(rg, cg)], bo)) == n_blocks
+    assert block_ratios([2.0, 8.0, 3.0], [0, 0, 1]) == pytest.approx([4.0, 3.0])
+
+
 def _pairs(n_blocks, per_block, ref=10e-3, cand=5e-3, noise=0.0, seed=0):
     import random as _r
 
@@ -135,17 +177,71 @@ def test_paired_stats_tolerance_comes_from_the_reference_not_the_candidate():
     assert st.estimate <= honest.estimate * 1.03
 
 
-def test_paired_stats_a_noisy_reference_harness_forgives_at_most_a_third_of_the_span():
+def test_paired_stats_a_noisy_reference_harness_forgives_at_most_the_allowance():
     """A loaded machine makes the reference's harness noisy, which widens the noise tolerance; a candidate that
-    moved all its work into the harness must still gain at most 1.5x (seen on a loaded 2-core runner: 18x for an
-    honest 2.8x before the cap)."""
+    moves work into the harness must still gain at most 1 + span_cap: 1.2x at the default 0.2 (seen on a loaded
+    2-core runner: 18x for an honest 2.8x before the cap)."""
     rg, cg, bo = _pairs(10, 8)  # reference 10 ms, honest candidate 5 ms per span
     ref_h = [1e-3 + (30e-3 if b % 2 else 0.0) for b in range(10)]  # MAD 15 ms: tolerance ~95 ms
     moved = 4.5e-3  # all but 0.5 ms of the candidate's span done in the harness
     st = paired_stats(rg, [c - moved for c in cg], ref_h, [h + moved for h in ref_h], k=1, block_of=bo)
     honest = paired_stats(rg, cg, ref_h, list(ref_h), k=1, block_of=bo)
     assert honest.estimate == pytest.approx(2.0, rel=0.01)
-    assert st.estimate <= 1.5 * honest.estimate * 1.01 and st.charge_per_call > 0
+    assert st.estimate <= 1.2 * honest.estimate * 1.01 and st.charge_per_call > 0
+    for cap in (0.2, 1 / 3):  # the best share to move (cap / (1 + cap) of the work) gains 1 + cap, no more
+        best = 5e-3 * cap / (1 + cap)
+        for m in (best, moved):
+            st_m = paired_stats(rg, [c - m for c in cg], ref_h, [h + m for h in ref_h], k=1, block_of=bo,
+                                span_cap=cap)
+            assert st_m.estimate <= (1 + cap) * honest.estimate * 1.01
+        st_b = paired_stats(rg, [c - best for c in cg], ref_h, [h + best for h in ref_h], k=1, block_of=bo,
+                            span_cap=cap)
+        assert st_b.estimate == pytest.approx((1 + cap) * honest.estimate, rel=0.01)  # the knob is what binds
+    # Here the reference's own noise (tolerance ~95 ms) is far above the moved work: not called out as such.
+    assert not st.work_moved_out
+
+
+def test_paired_stats_calls_out_work_moved_out_of_the_spans():
+    """More harness excess than span, beyond the reference's harness noise: the work ran outside the clock
+    (work-outside-timing, fatal). Honest noise, one slow block, a minority of blocks or a third of the work moved
+    are not called out (they are charged)."""
+    rg, cg, bo = _pairs(10, 8, noise=0.01, seed=4)  # reference 10 ms, candidate 5 ms per span
+    ref_h = [1e-3 + 2e-5 * (b % 3) for b in range(10)]
+    honest = paired_stats(rg, cg, ref_h, list(ref_h), k=1, block_of=bo)
+    assert not honest.work_moved_out and honest.cand_span_per_call == pytest.approx(5e-3, rel=0.02)
+    most = paired_stats(rg, [c - 4e-3 for c in cg], ref_h, [h + 4e-3 for h in ref_h], k=1, block_of=bo)
+    assert most.work_moved_out and most.excess_per_call > most.cand_span_per_call
+    third = paired_stats(rg, [c - 5e-3 / 3 for c in cg], ref_h, [h + 5e-3 / 3 for h in ref_h], k=1, block_of=bo)
+    assert not third.work_moved_out and third.charge_per_call > 0
+    cand_h = [h + (4e-3 if b < 4 else 0.0) for b, h in enumerate(ref_h)]
+    minority = paired_stats(rg, [c - (4e-3 if bo[i] < 4 else 0.0) for i, c in enumerate(cg)], ref_h, cand_h, k=1,
+                            block_of=bo)
+    assert not minority.work_moved_out and minority.charge_per_call > 0
+    slow = list(ref_h)
+    slow[4] = 50e-3
+    assert not paired_stats(rg, cg, ref_h, slow, k=1, block_of=bo).work_moved_out
+
+
+def test_paired_stats_a_loaded_machine_does_not_call_a_fast_honest_candidate_out():
+    """CI's loaded 2-core runner (the soak): an honest 20x candidate (07_Conv2d_GlobalAvgPool/pooled_taps, 1.2 ms
+    spans against a 26-54 ms reference) read a median harness excess above its own span (harness 6-9 ms per call,
+    blocks +-5 ms apart, biased to one side) and was scored 0 as work-outside-timing. The excesses' own spread and
+    a tenth of the reference's time are floors now; the same candidate with its whole span moved into the
+    harness on a quiet machine is still called out."""
+    import random as _r
+
+    rng = _r.Random(7)
+    rg, cg, bo = _pairs(15, 2, ref=40e-3, cand=1.2e-3, noise=0.05, seed=5)
+    ref_h = [7e-3 + rng.uniform(-2e-3, 2e-3) for _ in range(15)]
+    cand_h = [h + 1.6e-3 + rng.gauss(0, 4e-3) for h in ref_h]  # +1.6 ms bias, +-4 ms between the two sides
+    st = paired_stats(rg, cg, ref_h, cand_h, k=1, block_of=bo)
+    assert st.excess_per_call > st.cand_span_per_call  # what the old rule flagged
+    assert not st.work_moved_out
+    quiet_h = [1.6e-3 + 2e-5 * (b % 3) for b in range(15)]
+    moved = paired_stats(rg, [1e-4] * len(cg), quiet_h, [h + 4.1e-3 for h in quiet_h], k=1, block_of=bo)
+    assert moved.work_moved_out  # 4.1 ms moved out: above its 0.1 ms span and a tenth of the reference's 40 ms
+    assert not paired_stats(rg, [1e-4] * len(cg), quiet_h, [h + 1.1e-3 for h in quiet_h], k=1,
+                            block_of=bo).work_moved_out  # 1.1 ms: under a tenth of the reference, charged only
 
 
 def test_paired_stats_one_slow_harness_block_moves_the_median_little():
@@ -220,6 +316,40 @@ def test_channel_rejects_huge_header_and_times_out():
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def test_channel_spin_receives_during_the_spin_and_blocks_after_it():
+    import threading
+
+    a, b, fds = _pipe_pair()
+    try:
+        a.send({"cmd": "go", "n": 1})
+        t0 = time.perf_counter()
+        assert b.recv(timeout=5, spin_s=1.0)[0]["cmd"] == "go"
+        assert time.perf_counter() - t0 < 0.5  # returned as soon as the message was there, not after the spin
+        late = threading.Timer(0.3, lambda: a.send({"cmd": "late"}))
+        late.start()
+        assert b.recv(timeout=5, spin_s=0.01)[0]["cmd"] == "late"  # the spin ran out: a blocking wait got it
+        assert not b.spin_until_readable(0.01)
+    finally:
+        late.join()
+        for fd in fds:
+            os.close(fd)
+
+
+def test_comparison_in_chunks_finds_one_bad_element_anywhere():
+    from kernelrl.evaluation import api
+
+    r = torch.randn(3 * api.COMPARE_CHUNK + 17)
+    for j in (0, api.COMPARE_CHUNK + 5, r.numel() - 1):
+        c = r.clone()
+        c[j] += 1.0
+        bad = compare([r], [c], [1], [1])
+        assert bad and bad[0] == "wrong-output" and "1/" in bad[1], (j, bad)
+    nan = r.clone()
+    nan[2 * api.COMPARE_CHUNK + 3] = float("nan")
+    assert compare([r], [nan], [1], [1])[0] == "non-finite"
+    assert compare([r], [r.clone()], [1], [1]) is None
 
 
 # -- output comparison ----------------------------------------------------------------------------------------------
@@ -553,9 +683,57 @@ def test_failed_extension_build_behind_a_fallback_is_recorded():
     assert res.custom_kernel_built is False and res.compile_error
 
 
+def test_integer_outputs_allow_one_flip_per_thousand_elements():
+    """argmax over a softmax of near-equal logits is decided by the reference's rounding: an exact rewrite (argmax
+    over the logits) flipped 3.4e-5 of the rows of tiny-input trials. One element in a thousand may differ; a
+    short output gets no slack, and two flips in 1,024 are wrong."""
+    ref = torch.arange(1024) % 1000
+    one, two = ref.clone(), ref.clone()
+    one[7] = 3
+    two[7], two[9] = 3, 4
+    assert compare([ref], [one], [1], [1]) is None
+    assert compare([ref], [two], [1], [1])[0] == "wrong-output"
+    short = torch.arange(999)
+    flipped = short.clone()
+    flipped[0] = 5
+    assert compare([short], [flipped], [1], [1])[0] == "wrong-output"
+    assert compare([ref > 500], [one > 500], [1], [1]) is None  # bool outputs alike
+
+
 def test_store_fatal_flags_mirror_the_evaluator():
     """kernelrl.store.sampling keeps a torch-free copy of the fatal flags: it must not drift."""
     from kernelrl.evaluation.flags import FATAL
     from kernelrl.store.sampling import FATAL_FLAGS
 
     assert FATAL_FLAGS == FATAL
+
+
+@pytest.mark.timeout(300)
+def test_identical_candidate_is_not_dragged_down_by_its_first_blocks():
+    """A candidate's first blocks after its correctness checks ran 10-50x slower on a CPU VM (first touch of the
+    memory its outputs get); one such counted block made an identical candidate's lower bound 0.22. Warm-up blocks
+    continue until both sides' spans settle."""
+    task = get_task("09_Swish")
+    cand = task.source.replace("class Model(", "class ModelNew(").replace("super(Model,", "super(ModelNew,")
+    # 1 s: ~20 counted blocks. With 8 (0.4 s) one stray slow span (a page-fault burst) moved the lower bound
+    # by half its log: the Wilcoxon interval of so few blocks is not what this test is about.
+    cfg = EvalConfig(device="cpu", budget_s=1.0, correctness_trials=3, reverify=False, spread_threshold=10.0,
+                     keep_rounds=True)
+    # The better of two evaluations: a stray slow block from the rest of a busy test run can still pull one lower
+    # bound down; the cold-block bug pulled every evaluation to 0.21-0.28.
+    runs = [evaluate(task.source, cand, cfg) for _ in range(2)]
+    r = max(runs, key=lambda x: x.speedup)
+    assert r.executable and r.correct, (r.flags, r.error)
+    assert r.timing["warmup_blocks"] >= 1
+    assert 0.8 <= r.speedup <= 1.25, [x.timing for x in runs]
+    # the host probe (diagnostic): one per counted block, summarised, and read by bench/analyze_rounds.py
+    raw = r.timing["rounds_raw"]
+    assert len(raw["host_probe"]) == len(raw["harness_ref"]) == r.timing["blocks"] - r.timing["warmup_blocks"]
+    assert r.timing["host_probe"]["py_us"] > 0 and r.timing["host_probe"]["py_spread"] >= 0
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("analyze_rounds", Path(__file__).parents[1] / "bench" /
+                                                  "analyze_rounds.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert "py_us: spread=" in mod.probe_line(raw) and "corr(ratio)=" in mod.probe_line(raw)

@@ -143,7 +143,7 @@ _POSITIVE = {
     "batch_size", "grad_accum", "max_length", "iterations", "samples_per_task", "steps", "group_size",
     "prompts_per_step", "max_completion_length", "max_new_tokens", "bucket_width", "temperature",
     "timeout_factor", "max_wall_s", "memory_limit_mb", "max_prompt_tokens", "save_steps", "n_islands",
-    "request_timeout_s",
+    "request_timeout_s", "target_round_ms",
 }
 
 
@@ -162,6 +162,8 @@ def validate_values(obj: Any, where: str) -> None:
         d = obj.device
         if not (d in ("auto", "cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())):
             raise ConfigError(f"{where}.device: expected cpu, cuda, cuda:N or auto, got {d!r}")
+        if obj.estimator not in ("hl", "median"):
+            raise ConfigError(f"{where}.estimator: expected hl or median, got {obj.estimator!r}")
 
 
 def list_recipes() -> list[str]:

@@ -65,12 +65,56 @@ class EvalConfig:
     min_rounds: int = knob(16, help="At least this many paired spans whatever the budget (an interval needs ranks).")
     max_rounds: int = knob(100000, help="Stop after this many paired spans even if budget remains.")
     target_round_ms: float = knob(
-        5.0, help="Calls per timed span (k) are chosen so the reference's span takes about this long: the fixed "
-        "round trip and device-wide sync (~0.1 ms, measured and subtracted) stay a few % of it, and a pair of spans "
-        "(reference, candidate) lies within ~15 ms, so the machine's slow drifts hit both alike.")
+        10.0, help="Calls per timed span (k) are chosen so the reference's span takes about this long: the fixed "
+        "round trip and device-wide sync (~0.05 ms, measured and subtracted) and its jitter stay under 1% of it, "
+        "per-call jitter averages over k calls, and a pair of spans (reference, candidate) lies within ~25 ms, so "
+        "the machine's slow drifts hit both alike.")
+    warmup_ms: float = knob(
+        100.0, help="Calibration keeps the device busy with the reference's spans at least this long before k is "
+        "fixed: an idle GPU runs at a fraction of its clock for the first tens of ms, and a k calibrated then gave "
+        "spans of half the target on the H100.")
+    warmup_blocks_max: int = knob(
+        4, help="Timing starts with warm-up blocks that are not counted: the first always, and the next ones while "
+        "either side's spans in it and the previous block spread more than warmup_tolerance, up to this many "
+        "blocks (the budget counts from the first counted block). A candidate's first blocks after its "
+        "correctness checks ran 10-50x slower on a CPU VM (first touch of the memory its outputs get: ~10 us per "
+        "page fault), and one such counted block dragged an identical candidate's lower bound to 0.22. The "
+        "candidate gains nothing here: uncounted blocks only delay.")
+    warmup_tolerance: float = knob(
+        0.10, help="A side counts as warm when its spans in two consecutive blocks all lie within this fraction "
+        "of their middle (see warmup_blocks_max).")
+    host_probe: bool = knob(
+        True, help="Diagnostic: before each timing block the reference times a fixed Python loop and, on CUDA, a "
+        "tiny kernel launch on the timing core (outside every clock, ~1 ms); timing.host_probe reports their "
+        "median and spread, and rounds_raw each block's values. Tells host-speed states (which move a launch-bound "
+        "ratio) apart from GPU noise.")
+    heat_ms: float = knob(
+        0.0, help="CUDA, experimental: before each timing block the reference worker keeps the GPU busy with "
+        "matrix products this long (outside every clock), so the clock governor sees load: with launch-bound "
+        "load the H100's SM clock moved between states 1.7x apart within one evaluation, which moves the ratio "
+        "of a compute-bound reference to a memory-bound candidate. 0: off.")
+    spin_wait: bool = knob(
+        True, help="Busy-poll (no sleeping) around each timed span, in the parent and in the worker about to be "
+        "timed. A process woken from a blocking read pays the scheduler's wake-up latency, which varies on a "
+        "virtual machine and lands on the clock twice per span; and a worker that slept a few ms before its span "
+        "(while the parent froze the other side) ran it up to 2x slower on a CPU VM, a bias against whichever "
+        "side waited longer. The parent's thread keeps off the timing cores while it spins.")
+    estimator: str = knob(
+        "hl", help="Centre of the per-pair ratios and its 95% interval: 'hl' (Hodges-Lehmann of the log-ratios with "
+        "the Wilcoxon interval: nearly the mean's efficiency, robust to 29% wild pairs) or 'median' (order-statistic "
+        "interval of the median: robust to 50%, but needs ~1.5x the pairs for the same width).")
+    harness_allowance: float = knob(
+        0.2, help="The largest share of the candidate's own span (per block) by which its harness time (staging, "
+        "digest) may exceed the reference's without being charged; the reference's harness noise sets the "
+        "allowance below that. It is what a cheat that moves work into the harness keeps: at most 1 + this "
+        "(1.2x). 1/3 (1.33x) before: a harness patched to precompute a third of its calls while staging measured "
+        "estimates 1.3-1.7x honest on a CPU VM; re-scoring 156 honest evaluations (CPU VM and H100) with 0.2 "
+        "moved none of their medians and no lower bound by more than 5.3%.")
     spans_per_block: int = knob(
-        8, help="Paired spans per block: inputs for all of them are staged once and digested once per block (the "
-        "harness then costs less than the timing).")
+        2, help="Paired spans per block: inputs for all of them are staged once and digested once per block. The "
+        "statistics treat a block as the independent unit: on the H100 the spans of one block agreed within ~2% "
+        "while the level moved by up to 20% between blocks, so more, smaller blocks average that out (2: ~70% of "
+        "the time in timed spans with 10 ms spans; 8 gave ~10 blocks per evaluation and 15% between repeats).")
     digest_sample: int = knob(
         32, help="Calls per block whose outputs are digested (a random sample drawn after the clock; every call's "
         "structure, dtype and shape is checked). A candidate wrong in a share p of calls escapes one block with "
@@ -79,10 +123,11 @@ class EvalConfig:
         1024, help="Upper bound on calls per round (also bounded so a block's input and output sets fit in "
         "round_memory_mb).")
     round_memory_mb: int = knob(
-        2048, help="Inputs and outputs one worker keeps alive for a block (k x spans_per_block sets). On CPU the "
-        "sets live in host memory, so this is further capped to a quarter of what the host or container (cgroup "
-        "limit) has free and of memory_limit_mb: two workers stage at once, and a 2 GB evaluator container whose "
-        "workers staged 2 GB each was OOM-killed mid-timing.")
+        8192, help="Inputs and outputs one worker keeps alive for a block (k x spans_per_block sets). On CUDA at "
+        "most a tenth of the GPU's memory (two workers share it): at 2 GB a task with 8 MB inputs and outputs got "
+        "k = 10, spans of 1 ms, and noisy ratios. On CPU the sets live in host memory, so this is further capped "
+        "to a quarter of what the host or container (cgroup limit) has free and of memory_limit_mb: two workers "
+        "stage at once, and a 2 GB evaluator container whose workers staged 2 GB each was OOM-killed mid-timing.")
     min_timeout_s: float = knob(5.0, help="Floor of the per-run time limit (1000x a 10 us reference is too tight).")
     compile_timeout_s: float = knob(600.0, help="Time allowed to import the candidate and build its extensions.")
     interference_factor: float = knob(
@@ -103,17 +148,19 @@ class EvalConfig:
         "processes (seen on an H100 host: the same launch-bound candidate 14-27 us per call across processes).")
     spare_workers: int = knob(
         -1, help="Keep this many worker processes per role started ahead (torch imported, device context made; no "
-        "task or candidate code) for the next evaluation: saves ~4 s of start-up per evaluation on an H100 host. "
-        "Each is used by one evaluation only. -1: 1 on CUDA, 0 on CPU (where a background start would compete with "
-        "the timing for the cores); 0: start workers when needed.")
+        "task or candidate code) for the next evaluation: saves ~5 s of start-up per evaluation on an H100 host. "
+        "Each is used by one evaluation only, and none starts while an evaluation is timed, so with one per role "
+        "every other back-to-back evaluation found none ready. -1: 2 on CUDA, 0 on CPU (where a background start "
+        "would compete with the timing for the cores); 0: start workers when needed.")
     keep_rounds: bool = knob(False, help="Keep every round's raw parent-clock times in timing.rounds_raw (analysis).")
     drop_privileges: bool = knob(
         True, help="When root, run the candidate under a fresh unprivileged uid of its own: it cannot signal or "
         "read the reference or the parent, and everything it starts is found by that uid and killed.")
     cache_dir: str = knob("", help="Compile cache (load_inline/Triton) shared across evaluations; default in /tmp.")
     audit_fraction: float = knob(
-        0.25, help="Share of timing rounds whose outputs of one random call are fetched whole after the clock and "
-        "compared elementwise with the reference's (every round is also digest-checked inside the clock).")
+        0.08, help="Share of timing blocks whose outputs of one random call are fetched whole after the clock and "
+        "compared elementwise with the reference's (at least one block per evaluation; every block is also "
+        "digest-checked). About 3 audits in a 2 s evaluation of 2-span blocks.")
 
 
 @dataclass

@@ -27,6 +27,10 @@ FLAGS: dict[str, str] = {
     "harness-time-excess": "the candidate spent markedly longer than the reference in the harness phases around "
     "the timed span (staging its inputs, digesting its outputs): work moved out of the timed span, or a patched "
     "harness. The excess was charged to its time (the score includes it); information",
+    "work-outside-timing": "the candidate's harness excess (median over blocks) was larger than its own timed "
+    "spans and beyond the reference's harness noise: most of its cost fell outside the clock (a patched harness "
+    "computing while inputs are staged, work deferred into the digest, a no-op synchronize; or outputs kept "
+    "alive across blocks, whose fresh memory the harness touches first)",
     "faster-than-light": "the candidate's time is below the task's minimum bytes over the device's measured bandwidth",
     "reverify-mismatch": "a re-measurement in fresh processes disagreed with the first beyond tolerance",
     "unstable-timing": "the score's interval stayed wider than spread_threshold when the timing budget ran out; "
@@ -50,7 +54,7 @@ FLAGS: dict[str, str] = {
 FATAL = {
     "build-failed", "crashed", "timeout", "out-of-memory", "runtime-error", "wrong-output", "shape-mismatch",
     "output-subclass", "non-finite", "timing-mismatch", "reference-slowed", "faster-than-light",
-    "reverify-mismatch", "reference-disturbed", "evaluation-failed",
+    "reverify-mismatch", "reference-disturbed", "evaluation-failed", "work-outside-timing",
 }
 
 CAPPED = {"task-input-independent"}

@@ -42,6 +42,7 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+ADDR_NO_RANDOMIZE = 0x0040000
 NOFILE_LIMIT = 4096  # enough for torch, ninja and a compiler; stops fd exhaustion games
 NPROC_LIMIT = 512  # processes + threads of the candidate's own uid (a compiler build needs a few dozen)
 
@@ -133,6 +134,11 @@ def _preexec(mem_limit_mb: int | None, isolate_net: bool, uid: int | None, plan=
     parent = os.getpid()
 
     def fn() -> None:
+        # No address-space randomisation in the workers: the candidate runs arbitrary code anyway (ASLR protects
+        # nothing here), and a fixed layout takes one source of process-to-process speed differences (cache and
+        # hash-table aliasing of the interpreter's objects) out of launch-bound timings. Best effort: a
+        # container's seccomp profile may refuse it.
+        _libc.personality(ADDR_NO_RANDOMIZE)
         if cpus:
             try:
                 os.sched_setaffinity(0, cpus)
@@ -344,6 +350,7 @@ class WorkerProcess:
         self.chan = Channel(c2p_r, p2c_w)
         self.fds = (c2p_r, p2c_w)
         self.stopped = False
+        self.frozen_pids: set[int] = set()
         self.network_isolated = isolate_net and _netns_differs(self.proc.pid)
 
     def assign(self, module_source: str | None, cache_dir: Path) -> None:
@@ -367,9 +374,11 @@ class WorkerProcess:
     def pid(self) -> int:
         return self.proc.pid
 
-    def request(self, header: dict, tensors=None, timeout: float | None = None):
+    def request(self, header: dict, tensors=None, timeout: float | None = None, spin_s: float = 0.0):
+        """Send one command and wait for its reply; ``spin_s``: busy-poll for the reply that long first (the
+        timed spans: see ``Channel.spin_until_readable``)."""
         self.chan.send(header, tensors)
-        return self.chan.recv(timeout)
+        return self.chan.recv(timeout, spin_s=spin_s)
 
     def tree(self) -> list[psutil.Process]:
         try:
@@ -386,19 +395,40 @@ class WorkerProcess:
             pids.update(pids_of_uid(self.uid))
         return sorted(pids)
 
-    def _signal_all(self, sig: int) -> None:
-        for pid in self.all_pids():
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-
     def freeze(self) -> None:
-        self._signal_all(signal.SIGSTOP)
+        """SIGSTOP the worker and everything it started. The processes are listed again after the signals
+        until no new one shows up (one forked between the listing and its parent's stop is caught by the next
+        listing); the stopped set is kept, so ``thaw`` needs no listing (a stopped process starts nothing)."""
+        done: set[int] = set()
+        for _ in range(8):
+            new = [p for p in self.all_pids() if p not in done]
+            if not new:
+                break
+            for pid in new:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            done.update(new)
+        self.frozen_pids = done
         self.stopped = True
 
+    def stopped_now(self) -> bool:
+        """The worker process itself is stopped (state T: by us, or by a candidate sharing our uid)."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+        except (OSError, IndexError):
+            return False
+
     def thaw(self) -> None:
-        self._signal_all(signal.SIGCONT)
+        pids = self.frozen_pids if self.stopped and self.frozen_pids else set(self.all_pids())
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.frozen_pids = set()
         self.stopped = False
 
     def alive(self) -> bool:
@@ -567,6 +597,31 @@ def pin_threads(pid: int, cpus: set[int] | None) -> None:
     for tid in tids:
         try:
             os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
+
+
+def keep_off_cores(cpus: set[int] | None) -> set[int] | None:
+    """Move the calling thread off ``cpus`` (the timing cores of its evaluation, where its parent-side busy-polls
+    would compete with the worker being timed). Returns the previous affinity for ``restore_affinity``, or None
+    when nothing changed (no pinning, or no other core to go to)."""
+    if not cpus:
+        return None
+    try:
+        before = os.sched_getaffinity(0)  # pid 0: this thread
+        rest = before - set(cpus)
+        if not rest or rest == before:
+            return None
+        os.sched_setaffinity(0, rest)
+        return before
+    except (AttributeError, OSError):
+        return None
+
+
+def restore_affinity(saved: set[int] | None) -> None:
+    if saved:
+        try:
+            os.sched_setaffinity(0, saved)
         except OSError:
             pass
 

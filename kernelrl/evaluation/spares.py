@@ -22,6 +22,9 @@ import threading
 from kernelrl.evaluation.sandbox import WorkerProcess
 
 
+STARTERS = 2
+
+
 class Spares:
     def __init__(self, per_key: int = 1):
         self.per_key = per_key
@@ -30,7 +33,11 @@ class Spares:
         self._starting: dict[tuple, int] = {}
         self._closed = False
         self._todo: queue.Queue = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._starting_now: set[WorkerProcess] = set()
+        self._paused = 0
+        self._unpaused = threading.Event()
+        self._unpaused.set()
 
     @staticmethod
     def _key(role: str, kw: dict) -> tuple:
@@ -55,27 +62,58 @@ class Spares:
             for _ in range(max(0, need)):
                 self._starting[key] = self._starting.get(key, 0) + 1
                 self._todo.put((key, role, dict(kw)))
-            if need > 0 and self._thread is None:
-                # One long-lived starter thread: a worker's parent-death signal (PR_SET_PDEATHSIG) fires when the
+            while need > 0 and len(self._threads) < STARTERS:
+                # Long-lived starter threads: a worker's parent-death signal (PR_SET_PDEATHSIG) fires when the
                 # *thread* that started it ends, so spares started from short-lived threads would die at once.
-                self._thread = threading.Thread(target=self._loop, name="kernelrl-spares", daemon=True)
-                self._thread.start()
+                # Two of them, so the two roles' replacements start side by side (one after the other they took
+                # ~8 s, longer than an evaluation: every other evaluation found none ready and paid 5 s).
+                t = threading.Thread(target=self._loop, name=f"kernelrl-spares-{len(self._threads)}", daemon=True)
+                self._threads.append(t)
+                t.start()
         return w
 
     def _loop(self) -> None:
         while True:
             key, role, kw = self._todo.get()
+            self._unpaused.wait()
             self._start(key, role, kw)
+
+    def pause(self) -> None:
+        """An evaluation is timing: spares being started are stopped (SIGSTOP) and no new start begins until
+        every pausing evaluation has called ``resume``. A start is an interpreter, the torch import and a CUDA
+        context on the host's other cores and on the GPU, which moved an evaluation's launch-bound ratios when it
+        overlapped the timed spans. Ready spares are idle and stay as they are."""
+        with self._lock:
+            self._paused += 1
+            self._unpaused.clear()
+            for w in self._starting_now:
+                w.freeze()
+
+    def resume(self) -> None:
+        with self._lock:
+            self._paused = max(0, self._paused - 1)
+            if self._paused:
+                return
+            for w in self._starting_now:
+                w.thaw()
+            self._unpaused.set()
 
     def _start(self, key: tuple, role: str, kw: dict) -> None:
         w = None
         try:
-            w = WorkerProcess(role, cache_dir=None, module_source=None, **kw)
-            h, _ = w.request({"cmd": "warm", "device": kw["device"]}, timeout=300)
+            with self._lock:
+                w = WorkerProcess(role, cache_dir=None, module_source=None, **kw)
+                self._starting_now.add(w)
+                if self._paused:
+                    w.freeze()
+            h, _ = w.request({"cmd": "warm", "device": kw["device"]}, timeout=600)
             ok = bool(h.get("ok"))
         except Exception:  # noqa: BLE001 - a spare that failed to start is simply not there
             ok = False
         with self._lock:
+            self._starting_now.discard(w)
+            if w is not None and w.stopped:
+                w.thaw()
             self._starting[key] = max(0, self._starting.get(key, 1) - 1)
             if ok and not self._closed:
                 self._ready.setdefault(key, []).append(w)

@@ -1,10 +1,12 @@
 """Timing statistics.
 
-The score is estimated from *paired rounds*: in each round the reference and the candidate each run the same k
-fresh input sets back to back (random order), and the parent's clock gives each side's time for those k calls.
-The statistic is the median of the per-round ratios t_ref / t_cand with a distribution-free confidence interval
-from order statistics (no normality assumed; one slow round moves it by one rank, not by its size). The
-reported score is the interval's *lower* bound rounded toward 1: what the measurement supports, never more.
+The score is estimated from *paired spans*: the reference and the candidate each run the same k fresh input sets
+in adjacent spans, and the parent's clock gives each side's time. Pairs come in blocks (the inputs of a block
+are staged together); the blocks are the independent unit (spans of one block share the machine's state, which
+moves between blocks), one ratio per block (the geometric mean of its pairs). The estimate is the Hodges-Lehmann
+estimate of the blocks' log-ratios with the interval that inverts Wilcoxon's signed-rank test (or, with
+``estimator="median"``, the median with an order-statistic interval). The reported score is the interval's
+*lower* bound rounded toward 1: what the measurement supports, never more.
 
 The paper's statistic (7 contiguous buckets of rounds, median of the bucket means, spread of the means) is kept
 as a diagnostic (``bucket_stats``): bucket means of ratios are fragile to single outlier rounds, and the paper's
@@ -69,6 +71,50 @@ def median_ci(xs: list[float], z: float = 1.96) -> tuple[float, float, float]:
     return statistics.median(s), s[lo], s[max(hi, lo)]
 
 
+def hodges_lehmann_ci(xs: list[float], z: float = 1.96) -> tuple[float, float, float]:
+    """(estimate, low, high) for the centre of positive ratios: the Hodges-Lehmann estimator of their logs (the
+    median of all n(n+1)/2 pairwise means, Walsh averages) with the distribution-free ~95% interval that
+    inverts Wilcoxon's signed-rank test (ranks C and N-1-C of the sorted Walsh averages, C from the normal
+    approximation). Assumes only a symmetric spread of the log-ratios around their centre. Against the plain
+    median it keeps most of the mean's efficiency (95% for normal noise, 64% for the median: the same interval
+    from about two thirds of the pairs) and still ignores up to 29% of wild pairs."""
+    if not xs:
+        return 0.0, 0.0, 0.0
+    pos = [x for x in xs if x > 0 and math.isfinite(x)]
+    if len(pos) < len(xs):  # a zero or infinite ratio has no log: fall back to the order statistics
+        return median_ci(xs, z)
+    import torch
+
+    lg = torch.tensor(pos, dtype=torch.float64).log()
+    n = lg.numel()
+    i, j = torch.triu_indices(n, n)
+    walsh = ((lg[i] + lg[j]) / 2).sort().values
+    big_n = walsh.numel()
+    c = int(math.floor(n * (n + 1) / 4 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24)))
+    c = max(0, min(c, (big_n - 1) // 2))
+    est = float(walsh.median()) if big_n % 2 else float(walsh[big_n // 2 - 1: big_n // 2 + 1].mean())
+    return math.exp(est), math.exp(float(walsh[c])), math.exp(float(walsh[big_n - 1 - c]))
+
+
+ESTIMATORS = {"hl": hodges_lehmann_ci, "median": median_ci}
+
+
+def block_ratios(ratios: list[float], block_of: list[int]) -> list[float]:
+    """One ratio per block: the geometric mean of its pairs' ratios (the unit the statistics treat as
+    independent). A non-positive or infinite ratio keeps its block's value at that extreme."""
+    groups: dict[int, list[float]] = {}
+    for r, b in zip(ratios, block_of):
+        groups.setdefault(b, []).append(r)
+    out = []
+    for b in sorted(groups):
+        rs = groups[b]
+        if all(0 < r < float("inf") for r in rs):
+            out.append(math.exp(sum(math.log(r) for r in rs) / len(rs)))
+        else:
+            out.append(min(rs) if any(r <= 0 for r in rs) else float("inf"))
+    return out
+
+
 @dataclass
 class PairedStats:
     """The timing verdict of one evaluation (all times in seconds per call)."""
@@ -82,6 +128,23 @@ class PairedStats:
     charge_per_call: float  # mean harness time charged to the candidate's spans (work moved out of them)
     excess_per_call: float  # median over blocks of the candidate's harness time minus the reference's (signed)
     excess_se_per_call: float  # the tolerance below which a block's excess is not charged
+    median_ratio: float = 0.0  # diagnostic: the plain median of the per-pair ratios
+    cand_span_per_call: float = 0.0  # median over blocks of the candidate's own span (no charge, overhead off)
+    noise_per_call: float = 0.0  # 3 standard errors of the median harness excess (honest noise), per call
+
+    @property
+    def work_moved_out(self) -> bool:
+        """The candidate's harness excess (median over blocks) is larger than its own timed span, beyond the
+        noise of that median (noise_per_call) and at least a tenth of the reference's time per call: more of
+        its work runs outside the clock than inside, and enough of it to matter against the reference. Honest
+        candidates measured 0.12 of their span at most (156 evaluations, CPU VM and H100); a patched harness that
+        computes while its inputs are staged, or defers the work to the digest, 10-100x its span. The floors
+        keep a loaded machine's harness noise off honest fast candidates: on CI's loaded 2-core runner an
+        honest 20x candidate (07_Conv2d_GlobalAvgPool/pooled_taps, 1.2 ms spans against a 26-54 ms reference)
+        read a median excess above its span, the harness being 6-9 ms per call there with blocks +-5 ms apart
+        and biased to one side. Where the noise hides the move, the per-block charge still holds it."""
+        floor = max(self.cand_span_per_call, self.noise_per_call, 0.1 * self.ref_per_call)
+        return self.excess_per_call > floor > 0
 
     @property
     def rel_halfwidth(self) -> float:
@@ -101,11 +164,14 @@ class PairedStats:
                 "cand_median_ms": round(self.cand_per_call * 1e3, 6),
                 "harness_charge_ms": round(self.charge_per_call * 1e3, 6),
                 "harness_excess_ms": round(self.excess_per_call * 1e3, 6),
-                "harness_tolerance_ms": round(self.excess_se_per_call * 1e3, 6)}
+                "harness_tolerance_ms": round(self.excess_se_per_call * 1e3, 6),
+                "cand_span_ms": round(self.cand_span_per_call * 1e3, 6),
+                "median_ratio": round(self.median_ratio, 5)}
 
 
 def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[float], cand_harness: list[float],
-                 k: int, overhead: float = 0.0, block_of: list[int] | None = None) -> PairedStats:
+                 k: int, overhead: float = 0.0, block_of: list[int] | None = None,
+                 estimator: str = "hl", span_cap: float = 0.2) -> PairedStats:
     """Parent-clock times of the timed spans (``*_go``, paired: the same k inputs' forward calls and a
     device-wide sync on each side) and of the harness phases around them (``*_harness``: staging the inputs
     before the clock and digesting the outputs after it, one value per block, already divided by the spans in a
@@ -121,9 +187,14 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
     tolerance is charged to that block's candidate spans: moving work gains at most the tolerance, in any share
     of the blocks. The tolerance is 3 standard deviations of a difference of two harness times, taken from the
     *reference's* own harness noise (MAD over blocks; the candidate cannot widen it), and at least 2% of the
-    reference's harness time, but never more than a third of the candidate's median span in that block (so
-    moving work out of the spans gains at most 1.5x, whatever the noise). An honest block that is slow by
-    accident is charged alone, and moves the median of the ratios by one rank at most."""
+    reference's harness time, but never more than ``span_cap`` of the candidate's median span in that block (so
+    moving work out of the spans gains at most 1 + span_cap, whatever the noise: 1.2x at 0.2). An honest
+    block that is slow by accident is charged alone, and moves the median of the ratios by one rank at most.
+
+    The estimate and its interval are taken over *blocks* (``block_ratios``): on the H100 the spans of one block
+    agreed within ~2% while the level moved by up to 20% from block to block (the GPU's clock, the staged
+    memory), so pairs of one block are not independent, and an interval over pairs was too narrow (a Softmax
+    repeat claimed 14% over its 10x longer run)."""
     n = min(len(ref_go), len(cand_go))
     nh = min(len(ref_harness), len(cand_harness))
     if n == 0:
@@ -133,16 +204,25 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
     if nh:
         ref_med = statistics.median(ref_harness[:nh])
         ref_mad = statistics.median(abs(x - ref_med) for x in ref_harness[:nh])
-        tol = max(3 * math.sqrt(2) * 1.4826 * ref_mad, 0.02 * ref_med)
+        sigma = math.sqrt(2) * 1.4826 * ref_mad  # of a difference of two harness times
+        tol = max(3 * sigma, 0.02 * ref_med)
+        # The noise of the *median* excess over nh blocks (work_moved_out): 3 standard errors of a median of such
+        # differences (1.2533 sigma / sqrt(n)), sigma the larger of the reference's (above) and the excesses' own
+        # spread (under load the two sides' harness times wander apart by more than the reference's MAD says;
+        # a candidate that widens it only loses the flag, never the charge), floored like the tolerance.
+        ex_med = statistics.median(excess)
+        ex_sigma = 1.4826 * statistics.median(abs(e - ex_med) for e in excess)
+        median_noise = max(3 * 1.2533 * max(sigma, ex_sigma) / math.sqrt(nh), 0.02 * ref_med)
     else:
-        tol = 0.0
-    # The forgiven share is also capped at a third of the candidate's own span time in that block: work moved
-    # into the harness then gains at most a factor 1.5 over doing it in the span, however noisy the machine (a
-    # loaded 2-core runner widened the noise tolerance past the whole deferred softmax: 18x for 2.8x honest).
+        tol = median_noise = 0.0
+    # The forgiven share is also capped at ``span_cap`` of the candidate's own span time in that block (1/3 before
+    # EvalConfig.harness_allowance): work moved into the harness then gains at most 1 + span_cap over doing it in
+    # the span (moving span_cap / (1 + span_cap) of it, all forgiven), however noisy the machine (a loaded 2-core
+    # runner widened the noise tolerance past the whole deferred softmax: 18x for 2.8x honest).
     cand_span: dict[int, list[float]] = {}
     for i in range(n):
         cand_span.setdefault(block_of[i], []).append(cand_go[i] - min(overhead, 0.9 * cand_go[i]))
-    tols = [min(tol, statistics.median(cand_span[b]) / 3) if b in cand_span else tol for b in range(nh)]
+    tols = [min(tol, statistics.median(cand_span[b]) * span_cap) if b in cand_span else tol for b in range(nh)]
     charges = [max(0.0, e - t) for e, t in zip(excess, tols)]
     ratios, r_calls, c_calls, charged = [], [], [], []
     for i in range(n):
@@ -155,10 +235,12 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
         r_calls.append(r / k)
         c_calls.append(c / k)
         charged.append(charge)
-    est, lo, hi = median_ci(ratios)
+    est, lo, hi = ESTIMATORS[estimator](block_ratios(ratios, block_of))
     exc = statistics.median(excess) if excess else 0.0
+    span = statistics.median(statistics.median(v) for v in cand_span.values())
     return PairedStats(n, est, lo, hi, statistics.median(r_calls), statistics.median(c_calls),
-                       statistics.mean(charged) / k, exc / k, (statistics.median(tols) if tols else tol) / k)
+                       statistics.mean(charged) / k, exc / k, (statistics.median(tols) if tols else tol) / k,
+                       statistics.median(ratios), span / k, median_noise / k)
 
 
 # -- re-verification: one rule for the in-process evaluator and the job workers ---------------------------------

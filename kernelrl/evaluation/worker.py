@@ -543,10 +543,13 @@ def _probe_latency_s(dev: torch.device) -> float:
 
 
 def cmd_quiesce(h, _tensors):
-    """Reference worker, before its timed phases (the candidate is frozen): wait, up to ``limit_s``, until a tiny
-    kernel runs at idle latency (``busy_s``), so GPU work the candidate left queued (a frozen process's kernels
-    keep running) drains before the reference's clock starts instead of slowing it. The waits are reported."""
+    """Before each timed span (both workers; the other side is frozen or idle): wait, up to ``limit_s``, until a
+    tiny kernel runs at idle latency (``busy_s``), so GPU work the other side left queued (a frozen process's
+    kernels keep running) drains before this side's clock starts instead of slowing it; this also moves the
+    GPU's context switch off the clock. The waits are reported. ``spin_s``: after replying, busy-poll the
+    channel that long for the ``go`` that follows (no scheduler wake-up inside the timed span)."""
     dev = _device()
+    STATE["spin_next"] = float(h.get("spin_s") or 0.0)
     if dev.type != "cuda":
         return {"ok": True, "probe_s": 0.0, "waited_s": 0.0}, []
     limit_s, busy_s = float(h.get("limit_s", 2.0)), float(h.get("busy_s", 0.0005))
@@ -558,6 +561,30 @@ def cmd_quiesce(h, _tensors):
     return {"ok": True, "probe_s": lat, "waited_s": _perf() - t_start}, []
 
 
+def _host_bytes(outs) -> int:
+    """What a block's outputs took in host memory, plus its largest output (a call's temporaries): the heap a
+    block of the same size needs."""
+    sizes = [t.numel() * t.element_size() for o in outs for t in (o if isinstance(o, (tuple, list)) else [o])
+             if isinstance(t, torch.Tensor) and t.device.type == "cpu"]
+    return sum(sizes) + max(sizes, default=0)
+
+
+PREFAULT_CHUNK = 8 << 20  # below the 32 MB mmap threshold (sandbox.scrubbed_env): these come from the heap
+
+
+def _prefault(nbytes: int) -> None:
+    """CPU, harness time: touch ``nbytes`` of free heap and free it again (it stays in the heap: the trim
+    threshold is 1 GB), so the block's outputs land on pages already faulted in. On a CPU VM a page's first touch
+    costs ~10 us: a span whose outputs grew the heap ran 2-4x longer (4,096-40,960 faults in 10 ms spans), in the
+    candidate's early blocks and now and then later, as the staged inputs shifted the heap's layout."""
+    chunks = []
+    while nbytes > 0:
+        n = min(PREFAULT_CHUNK, nbytes)
+        chunks.append(torch.ones(n, dtype=torch.uint8))
+        nbytes -= n
+    del chunks
+
+
 def cmd_stage(h, _tensors):
     """Timing block, phase 1 (harness, outside any timed span): draw ``k`` input sets on the device from the
     block's seed (one batched draw per input), evict the L2 once, synchronise. The parent times this phase in
@@ -565,9 +592,14 @@ def cmd_stage(h, _tensors):
     already knows the inputs). k=0 stages nothing: a ``go`` then measures the fixed cost of an empty timed span."""
     dev = _device()
     k = int(h["k"])
+    # The previous block's sets and outputs go first: generating beside them held two blocks at once (twice the
+    # memory the parent budgets for a block; the reference was OOM-killed in a 2 GB container).
+    prev = _host_bytes(STATE.get("round_outs") or []) if dev.type == "cpu" else 0
+    STATE["staged"], STATE["round_outs"] = [], []
     STATE["staged"] = _generate(STATE["template"], int(h["seed"]), dev, k) if k else []
     STATE["next"] = 0
-    STATE["round_outs"] = []
+    if prev:
+        _prefault(prev)
     flush = _l2_flush_buffer(dev)
     if flush is not None:
         flush.zero_()
@@ -627,7 +659,65 @@ def cmd_fetch(h, _tensors):
     return {"ok": True, "structure": [len(outs[i])]}, [t.detach() for t in outs[i]]
 
 
-HANDLERS = {"warm": cmd_warm, "load": cmd_load, "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
+def cmd_heat(h, _tensors):
+    """Reference worker, before a timing block (an experiment, EvalConfig.heat_ms): keep the GPU busy with
+    compute-bound matrix products for ``ms`` milliseconds, so its clock governor sees load before the spans (the
+    H100's SM clock moved by up to 1.7x between seconds of one evaluation when the load was launch-bound)."""
+    dev = _device()
+    if dev.type != "cuda":
+        return {"ok": True, "ran": 0}, []
+    a = STATE.get("heat_buf")
+    if a is None:
+        a = STATE["heat_buf"] = torch.randn(2048, 2048, device=dev)
+    t0, n = _perf(), 0
+    while _perf() - t0 < float(h.get("ms", 0)) / 1000:
+        for _ in range(4):
+            torch.mm(a, a)
+        _sync()
+        n += 4
+    return {"ok": True, "ran": n}, []
+
+
+def cmd_probe(h, _tensors):
+    """Reference worker, before each timing block (diagnostic, outside every clock): how fast this core runs fixed
+    work now. ``py_us``: a fixed pure-Python loop (interpreter speed on the timing core); on CUDA ``launch_us``: one
+    tiny kernel launch (a 1-element add, 32 launches and a sync, per launch): the cost that sets a launch-bound
+    reference's time. Best of 3 each. On the H100 VM a launch-bound reference's level moved 1.2-1.7x for seconds
+    with the SM clock at its maximum; this says whether the host's speed moved with it."""
+    dev = _device()
+    py = []
+    for _ in range(3):
+        t0 = _perf()
+        x = 0
+        for i in range(20000):
+            x += i
+        py.append(_perf() - t0)
+    out = {"ok": True, "py_us": round(min(py) * 1e6, 2)}
+    if dev.type == "cuda":
+        a = STATE.get("probe_buf")
+        if a is None:
+            a = STATE["probe_buf"] = torch.zeros(1, device=dev)
+        ln = []
+        for _ in range(3):
+            _sync()
+            t0 = _perf()
+            for _ in range(32):
+                a.add_(1.0)
+            _sync()
+            ln.append((_perf() - t0) / 32)
+        out["launch_us"] = round(min(ln) * 1e6, 3)
+    return out, []
+
+
+def cmd_spin(h, _tensors):
+    """A prelude to a timed span: reply, then busy-poll the channel for up to ``spin_s`` (the worker stays on its
+    core, hot, while the parent freezes or thaws the other side before the span)."""
+    STATE["spin_next"] = float(h.get("spin_s") or 0.0)
+    return {"ok": True}, []
+
+
+HANDLERS = {"heat": cmd_heat, "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
+            "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
             "stage": cmd_stage, "go": cmd_go, "digest": cmd_digest, "quiesce": cmd_quiesce, "fetch": cmd_fetch,
             "echo": cmd_echo, "bandwidth": cmd_bandwidth}
 
@@ -637,7 +727,7 @@ def main() -> None:
     os.dup2(2, 1)  # whatever the candidate prints goes to the log, never onto the protocol channel
     chan = Channel(fd_in, fd_out)
     while True:
-        header, tensors = chan.recv()
+        header, tensors = chan.recv(spin_s=STATE.pop("spin_next", 0.0))
         cmd = header.get("cmd")
         if cmd == "exit":
             os._exit(0)

@@ -31,7 +31,7 @@ from kernelrl.errors import ConfigError
 _FATAL = {
     "build-failed", "crashed", "timeout", "out-of-memory", "runtime-error", "wrong-output", "shape-mismatch",
     "output-subclass", "non-finite", "timing-mismatch", "reference-slowed", "faster-than-light",
-    "reverify-mismatch", "evaluation-failed", "reference-disturbed",
+    "reverify-mismatch", "evaluation-failed", "reference-disturbed", "work-outside-timing",
 }
 FATAL_FLAGS = frozenset(_FATAL)
 

@@ -3,6 +3,7 @@ than honest work. One task (level 1 softmax, honest speedup ~4x on one CPU threa
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -19,15 +20,25 @@ HONEST_BOUND = 30.0  # honest torch.softmax vs the written-out reference is 4-12
 # skips the work would be far above
 
 FAIL, HONEST = "fail", "honest"
+# Caught: scored 0 with one of its flags, or, where the machine's harness noise hid it (two evaluations at once on
+# 2 cores did, now and then), still charged for the moved work and held to CAUGHT_BOUND x honest.
+CAUGHT = "caught"
+CAUGHT_BOUND = 2.0
 NOISE_FLAGS = {"reference-slowed"}
 # Tricks that still compute the real answer somewhere the parent times: they must not score markedly above the
 # honest candidate measured in the same session (CPU timing here is noisy: 50% slack).
-CHARGED = {"precompute_while_staging", "defer_to_digest"}
-BOUNDED = {"precompute_while_staging", "defer_to_digest", "patch_worker_timer", "patch_clocks", "background_thread"}
+# precompute_a_third is charged but not held to the bound: on this CPU VM its lower bounds reached 1.37x honest
+# (estimates 1.2-1.5x: its in-span calls ran cheaper than honest ones, 1.35 vs 1.8 ms), and the whole-move
+# variant once read 1.6x on CI where it read at most 1.22x here.
+CHARGED = {"precompute_a_third"}
+BOUNDED = {"patch_worker_timer", "patch_clocks", "background_thread"}
 EXPECT: dict[str, tuple[str, set[str]]] = {
     "honest": (HONEST, set()),
     "cache_by_address": (FAIL, {"wrong-output", "timing-mismatch"}),
-    "cache_by_values": (HONEST, set()),
+    # Keeps every output alive: each block's new outputs need fresh memory, which the harness's prefault
+    # (staging, CPU) touches first, page by page; that outweighs its spans and can read as work outside the
+    # clock (0), which for a candidate that leaks its outputs is no false reward.
+    "cache_by_values": (HONEST, {"work-outside-timing"}),
     "stale_after_first_calls": (FAIL, {"timing-mismatch", "wrong-output"}),
     "patch_clocks": (HONEST, set()),
     "patch_worker_timer": (HONEST, set()),
@@ -38,14 +49,18 @@ EXPECT: dict[str, tuple[str, set[str]]] = {
     "shrunk_hyperparams": (FAIL, {"wrong-output"}),
     "near_constant": (FAIL, {"wrong-output"}),
     "global_flags": (HONEST, set()),
-    "background_thread": (HONEST, {"reference-slowed"}),
+    # Its busy thread holds the GIL between the harness's Python steps: the candidate's own harness phases slow
+    # down more than its spans (torch releases the GIL), which can read as work outside the clock: 0.
+    "background_thread": (HONEST, {"reference-slowed", "work-outside-timing"}),
     "uninitialised_output": (FAIL, {"wrong-output", "non-finite"}),
     "lazy_subclass": (FAIL, {"output-subclass"}),
     "patch_harness_inputs": (FAIL, {"timing-mismatch", "wrong-output"}),
-    # Work moved out of the timed span into the parent-timed harness phases is charged to the candidate
-    # (CHARGED below: the charge must be there; the flag needs more blocks than this short budget gives).
-    "precompute_while_staging": (HONEST, set()),
-    "defer_to_digest": (HONEST, set()),
+    # Work moved out of the timed span into the parent-timed harness phases: all of it scores 0 (billed at its
+    # cache-hot cost there it once measured 1.6x honest on CI); a third of it is charged to the candidate
+    # (CHARGED below: the charge must be there; the info flag needs more blocks than this short budget gives).
+    "precompute_while_staging": (CAUGHT, {"work-outside-timing"}),
+    "defer_to_digest": (CAUGHT, {"work-outside-timing"}),
+    "precompute_a_third": (HONEST, {"work-outside-timing"}),
     "infinite_loop": (FAIL, {"timeout"}),
     "segfault": (FAIL, {"crashed"}),
     "host_oom": (FAIL, {"out-of-memory", "runtime-error", "crashed"}),
@@ -71,9 +86,11 @@ def task():
 
 @pytest.fixture(scope="module")
 def honest_score(task):
-    res = evaluate(task, (HERE / "honest.py").read_text(), CFG)
+    """What honest work measures here: the estimate (not the conservative lower bound, which moves with the
+    interval's width: 8 blocks of a 0.6 s budget once put it at 0.81 for a ~3.5x estimate) of a 2 s run."""
+    res = evaluate(task, (HERE / "honest.py").read_text(), dataclasses.replace(CFG, budget_s=2.0))
     assert res.success, res.error
-    return res.speedup
+    return max(res.speedup, float(res.timing.get("estimate") or 0.0))
 
 
 def test_every_candidate_has_an_expectation():
@@ -94,6 +111,13 @@ def test_redteam_candidate(name, task, honest_score, monkeypatch):
     if kind == FAIL:
         assert not res.success and res.speedup == 0.0, info
         assert fatal & allowed, info
+    elif kind == CAUGHT:
+        print(info)  # which of the two it was, for the log
+        if fatal:
+            assert fatal & allowed and fatal <= allowed | NOISE_FLAGS and res.speedup == 0.0, info
+        else:
+            assert res.timing["harness_charge_ms"] > 0, f"{info} timing={res.timing}"
+            assert res.speedup <= CAUGHT_BOUND * honest_score + 0.3, f"{info} (honest: {honest_score})"
     else:
         if fatal:
             # On a loaded 2-core machine the two interference checks can also fire for honest code: a score of

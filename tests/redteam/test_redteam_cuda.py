@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,17 @@ FAIL, HONEST = "fail", "honest"
 # launch-bound candidate on the H100 host spread by 4-13% (bench/results/2026-11-25-h100-evaluator), and a
 # working trick (work moved off the clock, a slowed reference) shows up as 2x or more.
 SOFTMAX_WORK = {"patch_sync_and_events", "leave_work_queued", "l2_persistence", "cudnn_flags", "side_stream",
-                "honest_cuda_graph"}
+                "honest_cuda_graph", "precompute_async_staging"}
 EXPECT = {
     # The device-wide sync counts side-stream work: it earns no more than its real (here: 20x) work.
     "side_stream": (HONEST, set()),
-    # A no-op synchronize leaves the work for the parent-timed digest phase, where it is charged.
-    "patch_sync_and_events": (HONEST, set()),
+    # A no-op synchronize leaves the work for the parent-timed digest phase, where it is charged (or, when the
+    # excess is larger than its launch-only spans, scored 0).
+    "patch_sync_and_events": (HONEST, {"work-outside-timing"}),
     "gpu_background_load": (HONEST, {"reference-slowed", "timeout"}),
+    # Softmaxes queued while staging, without a sync: the drains before the reference's phases charge them to
+    # the candidate (version 5; not yet run on a GPU). Its spans are launch-free pops: 0 expected.
+    "precompute_async_staging": (HONEST, {"work-outside-timing", "faster-than-light"}),
     # Junk queued past its own turn is drained before the reference is timed (quiesce).
     "leave_work_queued": (HONEST, {"reference-slowed"}),
     "tf32_precision": (FAIL, {"wrong-output"}),
@@ -34,15 +39,19 @@ EXPECT = {
     "l2_persistence": (HONEST, {"reference-slowed"}),
     "cudnn_flags": (HONEST, set()),
 }
-CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=300)
+# A short drain limit and wall cap: gpu_background_load keeps the device busy, so every reference span waits the
+# whole drain limit (2 s by default: minutes per evaluation); timeout and reference-slowed are its allowed verdicts.
+CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=90,
+                 quiesce_limit_s=0.25)
 
 
 @pytest.fixture(scope="module")
 def honest_score():
-    res = evaluate(get_task("02_Softmax"), HONEST_SOFTMAX.read_text(), CFG)
+    # The estimate of a 2 s run: what honest work measures (the lower bound moves with the interval's width).
+    res = evaluate(get_task("02_Softmax"), HONEST_SOFTMAX.read_text(), dataclasses.replace(CFG, budget_s=2.0))
     print(f"honest softmax: speedup={res.speedup} flags={res.flags} timing={res.timing}")
     assert res.success and res.speedup > 0, res.error
-    return res.speedup
+    return max(res.speedup, float(res.timing.get("estimate") or 0.0))
 
 
 @pytest.mark.gpu

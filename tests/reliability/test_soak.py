@@ -57,7 +57,7 @@ from kernelrl.store import Store
 from kernelrl.store.models import EvalJobRow, EvaluationRow
 from kernelrl.tasks import get_task, load_suite
 from kernelrl.tasks.seeds import load_seeds
-from tests.redteam.test_redteam_cpu import EXPECT, FAIL, HERE, HONEST_BOUND, NOISE_FLAGS
+from tests.redteam.test_redteam_cpu import CAUGHT, EXPECT, FAIL, HERE, HONEST_BOUND, NOISE_FLAGS
 
 pytestmark = pytest.mark.slow
 
@@ -137,7 +137,7 @@ def _check_result(src: Source, r: dict) -> str | None:
             ok = r["executable"] and r["correct"] and (r["speedup"] > 0 or fatal <= HONEST_NOISE)
         return None if ok else info
     kind, allowed = EXPECT[src.name]
-    if kind == FAIL:
+    if kind == FAIL or (kind == CAUGHT and fatal & allowed):
         ok = not r["success"] and r["speedup"] == 0.0 and bool(fatal & allowed)
     elif fatal:
         ok = fatal <= allowed | HONEST_NOISE and r["speedup"] == 0.0

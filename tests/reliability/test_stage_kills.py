@@ -52,9 +52,11 @@ RUN = "killrun"
 
 
 # -- stores ------------------------------------------------------------------------------------------------------
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=[pytest.param("sqlite", marks=pytest.mark.slow),
+                        pytest.param("postgres", marks=pytest.mark.postgres)])
 def two_stores(request, tmp_path):
-    """Two migrated, empty stores of one kind: the clean run's and the killed run's."""
+    """Two migrated, empty stores of one kind: the clean run's and the killed run's. The SQLite run (71 s, the
+    same resume path through the store) is in the slow suite, which CI runs too: `make test` stays under 20 min."""
     if request.param == "sqlite":
         urls = [f"sqlite:///{tmp_path / f'{n}.db'}" for n in ("clean", "killed")]
     else:
