@@ -5,7 +5,8 @@
 # Parts: prebuild (nvcc builds of the seeds and the red team's extension, in the background on cores 0-7, packed
 # to $OUT/ccache.tgz for the next call to carry as .ccache/ccache.tgz), floor (bench/gpu_noise_floor.py: a plain
 # in-process paired timer, the yardstick), variants (bench/timing_variants.py with $VARIANT_ARGS), redteam (the
-# CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS).
+# CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS), modes (bench/timer_modes.py with
+# $MODES_ARGS: wall clock, blocked GPU clock and CUDA graphs side by side).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -53,6 +54,9 @@ for part in ${PARTS:-redteam bench}; do
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
       timeout "${REDTEAM_TIMEOUT:-240}" python3 -m pytest -q -s -p no:cacheprovider -m gpu \
         tests/redteam/test_redteam_cuda.py 2>&1 | tee "$OUT/redteam_cuda.log" ;;
+    modes)
+      timeout "${MODES_TIMEOUT:-500}" python3 bench/timer_modes.py --out "$OUT/modes" ${MODES_ARGS:-} 2>&1 \
+        | tee "$OUT/modes.log" ;;
     bench)
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
       timeout "${BENCH_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda --out-dir "$OUT/bench" \
