@@ -223,6 +223,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=None, help="Timing cap per evaluation (default: EvalConfig).")
     ap.add_argument("--correctness-trials", type=int, default=None)
+    ap.add_argument("--clock", default=None, choices=("host", "device"), help="EvalConfig.clock (default: its own).")
     ap.add_argument("--long-factor", type=float, default=10.0)
     ap.add_argument("--max-minutes", type=float, default=9.0)
     ap.add_argument("--prebuild-only", action="store_true", help="Only build the extensions (e.g. on other cores "
@@ -241,6 +242,8 @@ def main() -> None:
         cfg = dataclasses.replace(cfg, budget_s=a.budget_s)
     if a.correctness_trials is not None:
         cfg = dataclasses.replace(cfg, correctness_trials=a.correctness_trials)
+    if a.clock is not None:
+        cfg = dataclasses.replace(cfg, clock=a.clock)
     import torch
 
     meta = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "host": platform.node(),
@@ -248,7 +251,8 @@ def main() -> None:
             "gpu": torch.cuda.get_device_name(0) if a.device.startswith("cuda") else "cpu",
             "settings": {k: v for k, v in dataclasses.asdict(cfg).items()
                          if k in ("budget_s", "target_ci", "min_timing_s", "min_rounds", "correctness_trials",
-                                  "target_round_ms", "max_calls_per_round", "spread_threshold")},
+                                  "target_round_ms", "max_calls_per_round", "spread_threshold", "clock",
+                                  "device_spin_factor")},
             "repeats": a.repeats, "long_factor": a.long_factor}
     if (a.out_dir / "prebuild.json").exists():  # built ahead by a --prebuild-only run
         meta["prebuild"] = json.loads((a.out_dir / "prebuild.json").read_text())

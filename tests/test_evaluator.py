@@ -737,3 +737,44 @@ def test_identical_candidate_is_not_dragged_down_by_its_first_blocks():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert "py_us: spread=" in mod.probe_line(raw) and "corr(ratio)=" in mod.probe_line(raw)
+
+
+def test_device_clock_pairs_charge_what_the_parent_clock_saw_beyond_the_reported_device_time():
+    """clock='device' (CUDA): the candidate's reply is untrusted. Its device time is checked pair by pair against
+    the parent's clock (span - spin - device time, against the reference's round trip): a lie, work on another
+    stream or a garbage value ends up charged, an honest candidate is not, and a lie keeps at most the allowance."""
+    from kernelrl.evaluation.api import _device_times
+
+    def pair(dev_c, wall_c, spin_c=10e-3, extra_ref=0.0, info=None):
+        info = info if info is not None else {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [],
+                                              "outside_cand": [], "charged": []}
+        q = {"ref": [], "cand": []}
+        wall = {"ref": 10e-3 + 2e-3 + 50e-6 + extra_ref, "cand": wall_c}
+        replies = {"ref": {"dev_s": 2e-3, "spin_done_s": 10e-3, "queued_s": 1e-3},
+                   "cand": {"dev_s": dev_c, "spin_done_s": spin_c, "queued_s": 0.5e-3}}
+        return _device_times(wall, replies, 10e-3, info, q, 0.2), info
+
+    info = None
+    for i in range(20):  # the reference's round trip: 50 us with a few us of noise
+        t, info = pair(1e-3, 10e-3 + 1e-3 + 52e-6, extra_ref=(i % 3) * 2e-6, info=info)
+    assert t["ref"] == pytest.approx(2e-3) and t["cand"] == pytest.approx(1e-3)  # honest: nothing charged
+    real = 10e-3 + 1e-3 + 50e-6  # a candidate whose calls take 1 ms on the GPU, by the parent's clock
+    lie, _ = pair(1e-6, real, info=info)  # a patched timer: "1 us"
+    assert lie["cand"] >= 1e-3 * 0.99
+    side, _ = pair(0.2e-3, real, info=info)  # 0.8 ms on a stream the events do not cover
+    assert 1e-3 - 25e-6 <= side["cand"] <= 1e-3 * 1.01  # the round trip's noise (20 us) forgiven, no more
+    most, _ = pair(0.9e-3, real, info=info)  # a small lie: at most the allowance (0.2 of what it reports) forgiven
+    assert most["cand"] >= 1e-3 / 1.2
+    for junk in ("nan", -1.0, "x", float("inf")):
+        g, _ = pair(junk, real, info=info)
+        assert g["cand"] == pytest.approx(real)  # the whole span: its claim is no number
+    big_spin, _ = pair(1e-6, real, spin_c=1.0, info=info)  # claims the spin took 1 s: counted as the reference's
+    assert big_spin["cand"] >= 1e-3 * 0.99  # 1 us + 0.2 us forgiven, the rest charged
+
+
+def test_device_clock_on_cpu_is_the_parent_clock():
+    """clock='device' applies on CUDA only: on a CPU the evaluation runs the parent's clock (no 'clock' key)."""
+    import dataclasses
+
+    r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, clock="device"))
+    assert r.success and r.speedup > 0 and "clock" not in r.timing

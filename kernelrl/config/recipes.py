@@ -143,7 +143,7 @@ _POSITIVE = {
     "batch_size", "grad_accum", "max_length", "iterations", "samples_per_task", "steps", "group_size",
     "prompts_per_step", "max_completion_length", "max_new_tokens", "bucket_width", "temperature",
     "timeout_factor", "max_wall_s", "memory_limit_mb", "max_prompt_tokens", "save_steps", "n_islands",
-    "request_timeout_s", "target_round_ms",
+    "request_timeout_s", "target_round_ms", "device_spin_factor",
 }
 
 
@@ -164,6 +164,8 @@ def validate_values(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.device: expected cpu, cuda, cuda:N or auto, got {d!r}")
         if obj.estimator not in ("hl", "median"):
             raise ConfigError(f"{where}.estimator: expected hl or median, got {obj.estimator!r}")
+        if obj.clock not in ("host", "device"):
+            raise ConfigError(f"{where}.clock: expected host or device, got {obj.clock!r}")
 
 
 def list_recipes() -> list[str]:

@@ -110,6 +110,19 @@ class EvalConfig:
         "(1.2x). 1/3 (1.33x) before: a harness patched to precompute a third of its calls while staging measured "
         "estimates 1.3-1.7x honest on a CPU VM; re-scoring 156 honest evaluations (CPU VM and H100) with 0.2 "
         "moved none of their medians and no lower bound by more than 5.3%.")
+    clock: str = knob(
+        "host", help="What times a span. 'host': the parent's clock around the worker's calls and device-wide sync "
+        "(the candidate's process never holds it). 'device' (experimental, CUDA): the worker times the calls on "
+        "the GPU's own clock (CUDA events) behind a spin kernel that holds the stream while the host queues them, "
+        "so the host's dispatch speed is off the clock; the parent's clock stays around every span, and what it "
+        "saw beyond the spin and the device time is harness time, charged like moved work. On the H100 VM the host "
+        "switched between two speeds for seconds and moved launch-bound ratios 16-46% between evaluations; the "
+        "device clock gave 18 of 20 pairs within 2% (bench/results/2026-11-25-h100-evaluator-v5). It measures "
+        "GPU work: Python dispatch cost counts only where the GPU waits for it. On CPU the worker's own clock.")
+    device_spin_factor: float = knob(
+        3.0, help="clock='device': the spin kernel before a span lasts this many times the host's queueing time of "
+        "the span's calls (+0.2 ms). 1.5 left the GPU waiting for the host in some spans (35% and 76% between "
+        "repeats); 3 gave 18 of 20 pairs within 2%. Longer spins cost timing time, not accuracy.")
     spans_per_block: int = knob(
         2, help="Paired spans per block: inputs for all of them are staged once and digested once per block. The "
         "statistics treat a block as the independent unit: on the H100 the spans of one block agreed within ~2% "

@@ -317,6 +317,7 @@ class _Session:
         # Harness seconds a timing block adds to each side beyond its stage and digest (see go, drain_for_ref):
         # both sides' parent-timed quiesce, and the candidate's leftover GPU work drained before the reference runs.
         self.extra = {"ref": 0.0, "cand": 0.0}
+        self.last_go: dict = {}  # the worker's reply to the last go (device clock: dev_s, spin_done_s, queued_s)
         self.spares_used = 0
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
@@ -495,13 +496,16 @@ class _Session:
                   hold=False)
         return time.perf_counter() - t0
 
-    def go(self, worker: WorkerProcess, n: int, timeout: float, expect_s: float = 0.0) -> tuple[float, float]:
+    def go(self, worker: WorkerProcess, n: int, timeout: float, expect_s: float = 0.0,
+           device_spin_s: float | None = None) -> tuple[float, float]:
         """The timed span: the next ``n`` staged calls and a device-wide sync. Before it, outside the span, the
         worker waits until the device has drained any work the other side left queued (``quiesce``; on CUDA;
         this also takes the GPU's context switch off the clock) and then busy-polls for the ``go``, while the
         parent busy-polls for its reply (``spin``): no scheduler wake-up on either side lands on the clock.
         ``expect_s``: the span's expected length (how long the parent spins before blocking). Returns (seconds,
-        seconds spent draining)."""
+        seconds spent draining). ``device_spin_s`` (EvalConfig.clock = "device"): the worker also times the calls
+        on the device's clock behind a spin kernel this long; its reply (dev_s, spin_done_s, queued_s) is kept in
+        ``self.last_go``, and the parent's seconds stay the check on it."""
         is_ref = worker is self.ref
         spin = self.spin
         waited = 0.0
@@ -525,8 +529,11 @@ class _Session:
         saved = keep_off_cores(self.cpus) if spin else None
         try:
             t0 = time.perf_counter()
-            self._req(worker, {"cmd": "go", "n": n}, timeout=timeout, harness=is_ref,
-                      spin_s=(3 * expect_s + 0.005) if spin else 0.0, hold=False)
+            head = {"cmd": "go", "n": n}
+            if device_spin_s is not None:
+                head.update(clock="device", device_spin_s=device_spin_s)
+            self.last_go, _ = self._req(worker, head, timeout=timeout, harness=is_ref,
+                                        spin_s=(3 * expect_s + 0.005) if spin else 0.0, hold=False)
             return time.perf_counter() - t0, waited
         finally:
             restore_affinity(saved)
@@ -541,12 +548,15 @@ class _Session:
                          harness=worker is self.ref, hold=False)
         return time.perf_counter() - t0, h
 
-    def ref_block(self, k: int, spans: int, expect_s: float = 0.0) -> list[float]:
+    def ref_block(self, k: int, spans: int, expect_s: float = 0.0, device_spin_s: float | None = None) -> list[float]:
         """The reference alone (the candidate has run no code yet, or is frozen): ``spans`` timed spans of ``k``
-        calls; their parent-clock seconds."""
+        calls; their parent-clock seconds, or with ``device_spin_s`` their device-clock seconds (see go)."""
         tmo = self._left(self.cfg.max_wall_s)
         self.stage(self.ref, k * spans, self.rng.randrange(2**31), tmo)
-        out = [self.go(self.ref, k, tmo, expect_s)[0] for _ in range(spans)]
+        out = []
+        for _ in range(spans):
+            dt = self.go(self.ref, k, tmo, expect_s + (device_spin_s or 0.0), device_spin_s)[0]
+            out.append(dt if device_spin_s is None else float(self.last_go.get("dev_s", dt)))
         self.digest(self.ref, self.rng.randrange(2**40), [], tmo)
         return out
 
@@ -661,6 +671,7 @@ class _Calibration:
     out_meta: list
     spans: int  # paired spans per block: spans_per_block, fewer when that many single-call sets overflow memory
     k_mem: int = 1 << 30  # the most calls per span a block's memory allows
+    ref_dev_baseline: float = 0.0  # EvalConfig.clock = "device": the reference alone on the device clock, per call
 
 
 def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
@@ -748,7 +759,64 @@ def _calibrate(s: _Session) -> _Calibration:
         if settled and busy >= cfg.warmup_ms / 1000:
             break
     ref_baseline = max(statistics.median(s.ref_block(k, spans, expect_s=t1 * k)) - overhead, 1e-9) / k
-    return _Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem)
+    cal = _Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem)
+    if _device_clock(s):
+        cal.ref_dev_baseline = statistics.median(
+            s.ref_block(k, spans, t1 * k, _device_spin(cfg, ref_baseline * k))) / k
+    return cal
+
+
+def _device_clock(s: _Session) -> bool:
+    """EvalConfig.clock = "device" applies on CUDA; elsewhere the parent's clock (a CPU has no clock of its own
+    that the candidate's process could not reach, and on a loaded 2-core VM the reference's round trips were too
+    noisy for the check against the parent's clock to bound a patched timer)."""
+    return s.cfg.clock == "device" and s.device.startswith("cuda")
+
+
+def _device_spin(cfg: EvalConfig, queued_s: float) -> float:
+    """The spin kernel's length before a device-clock span: device_spin_factor x the host's queueing time of the
+    span's calls (+0.2 ms). With 1.5x, spans where the host had not queued every call when the spin ended made two
+    pairs 35% and 76% apart on the H100; with 3x, 18 of 20 pairs were within 2% (bench/timer_modes.py)."""
+    return cfg.device_spin_factor * queued_s + 2e-4
+
+
+def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_block: dict, cap: float) -> dict:
+    """One pair of device-clock spans (EvalConfig.clock): each side's device seconds. The reference's reply is
+    trusted (our code; the candidate is frozen while it runs); the candidate's is not. What each side's parent-clock
+    span holds beyond the spin and its device time (``outside``: the round trip, and for a candidate also work on
+    a side stream or a patched timer's lie) is compared with the reference's: the candidate's excess over the
+    reference's recent least (its round trip when nothing got in the way), beyond 3 robust standard deviations of
+    the reference's own (at least 20 us) but never beyond ``cap`` (harness_allowance) of the device time it
+    reports, is charged to its device time: a lie or work off the events gains at most 1 + cap. A candidate value
+    that is no number, negative or longer than its span is replaced by the span, and its spin counts at most as
+    long as the reference's (a spin the SM clock made longer on its side falls under the tolerance)."""
+    def num(h: dict, key: str, default: float) -> float:
+        try:
+            v = float(h.get(key, default))
+        except (TypeError, ValueError):
+            return default
+        return v if math.isfinite(v) and v >= 0 else default
+
+    rr, rc = replies.get("ref") or {}, replies.get("cand") or {}
+    spin_ref = min(num(rr, "spin_done_s", 0.0), wall["ref"])
+    dev_ref = min(num(rr, "dev_s", wall["ref"]), wall["ref"])
+    spin_cand = min(num(rc, "spin_done_s", 0.0), spin_ref)
+    dev_cand = min(num(rc, "dev_s", wall["cand"]), wall["cand"])
+    out_ref = max(0.0, wall["ref"] - spin_ref - dev_ref)
+    out_cand = max(0.0, wall["cand"] - spin_cand - dev_cand)
+    dev_info["outside_ref"].append(out_ref)
+    dev_info["outside_cand"].append(out_cand)
+    recent = dev_info["outside_ref"][-32:]
+    med = statistics.median(recent)
+    tol = min(max(3 * 1.4826 * statistics.median(abs(x - med) for x in recent), 2e-5), cap * dev_cand)
+    charge = max(0.0, out_cand - min(recent) - tol)
+    dev_info["charged"].append(charge)
+    for role, q in (("ref", num(rr, "queued_s", 0.0)), ("cand", num(rc, "queued_s", 0.0))):
+        q_block[role].append(q)
+        if spin and q > spin:  # the host was still queueing when the spin ended: the GPU waited for it
+            dev_info[f"starved_{role}"] += 1
+    dev_info["spin"].append(spin_ref)
+    return {"ref": dev_ref, "cand": dev_cand + charge}
 
 
 def _calls_per_span(cfg: EvalConfig, k_mem: int, per_call_s: float) -> int:
@@ -834,6 +902,13 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     warming, prev_spans, warmup_blocks = True, None, 0
     both = (s.ref, s.cand)
     expect = {"ref": cal.ref_baseline * k, "cand": cal.ref_baseline * k}  # span lengths: how long the parent spins
+    # EvalConfig.clock = "device": the spans' times are the workers' device-clock seconds behind a spin kernel,
+    # checked against the parent's own seconds pair by pair (_device_times). ``queued``: each side's host
+    # queueing time per span (the spin's length follows it).
+    device_clock = _device_clock(s)
+    ovh = 0.0 if device_clock else cal.overhead
+    queued = {"ref": cal.ref_baseline * k, "cand": cal.ref_baseline * k}
+    dev_info = {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [], "outside_cand": [], "charged": []}
     while True:
         if time.monotonic() > s.deadline:
             raise CandidateFailed("timeout", "evaluation exceeded its absolute wall-clock cap")
@@ -854,15 +929,24 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         # process, the candidate just thawed or frozen). ABBA or random orders mix "after my own span" with
         # "after the other's" and widen the ratios' spread; this costs no more (one freeze, one thaw per pair).
         order = s.rng.sample(both, 2)
+        spin = _device_spin(cfg, max(queued["ref"], min(queued["cand"], 10 * queued["ref"]))) if device_clock else None
+        walls = {"ref": [], "cand": []}
+        q_block = {"ref": [], "cand": []}
         for i in range(B):
-            t = {}
+            t, replies = {}, {}
             for w in order:
-                t[w.role], waited = s.go(w, k, tmo[w.role], expect[w.role])
+                t[w.role], waited = s.go(w, k, tmo[w.role], expect[w.role] + (spin or 0.0), spin)
+                replies[w.role] = s.last_go
+                walls[w.role].append(t[w.role])
                 if waited:
                     waits.append(waited)
+            if device_clock:
+                t = _device_times(t, replies, spin, dev_info, q_block, cfg.harness_allowance)
             pairs.append((t["ref"], t["cand"], order[0] is s.ref))
         for role in ("ref", "cand"):
-            expect[role] = statistics.median(p[0 if role == "ref" else 1] for p in pairs)
+            expect[role] = statistics.median(walls[role]) - (spin or 0.0)
+            if device_clock and q_block[role]:
+                queued[role] = statistics.median(q_block[role])
         calls = sorted(s.rng.sample(range(k * B), min(k * B, cfg.digest_sample)))
         dseed = s.rng.randrange(2**40)
         reply = {}
@@ -891,10 +975,11 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             # and 1.3 ms spans gave LayerNorm lower bounds 15% under its long run).
             if blocks == 1:
                 k_new = _calls_per_span(cfg, cal.k_mem,
-                                        max(statistics.median(spans_now["ref"]) - cal.overhead, 1e-9) / k)
+                                        max(statistics.median(spans_now["ref"]) - ovh, 1e-9) / k)
                 if abs(k_new - k) > 0.3 * k:
                     for role in expect:
                         expect[role] *= k_new / k
+                        queued[role] *= k_new / k
                     result.timing["calls_per_round_at_calibration"] = k
                     k = cal.k = k_new
                     prev_spans, settled = None, False
@@ -925,12 +1010,12 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             stop = "budget"
             break
         if cfg.target_ci > 0 and elapsed >= cfg.min_timing_s:
-            st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, cal.overhead, block_of,
+            st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
                               estimator=cfg.estimator, span_cap=cfg.harness_allowance)
             if st.rel_halfwidth <= cfg.target_ci:
                 stop = "interval"
                 break
-    st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, cal.overhead, block_of,
+    st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
                       estimator=cfg.estimator, span_cap=cfg.harness_allowance)
     ratios = [r / c for r, c in zip(go["ref"], go["cand"]) if c > 0]
     if cfg.keep_rounds:  # raw parent-clock seconds, for analysis of the estimator (bench/analyze_rounds.py)
@@ -945,6 +1030,17 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             "ref_harness_ms": round(statistics.median(harness["ref"]) * 1e3, 4),
             "cand_harness_ms": round(statistics.median(harness["cand"]) * 1e3, 4),
             **bucket_stats(ratios, cfg.buckets).to_dict()}
+    if device_clock:
+        med_ms = lambda xs: round(statistics.median(xs) * 1e3, 5) if xs else None  # noqa: E731
+        n_spans = max(1, len(dev_info["outside_ref"]))
+        info.update(clock="device", device_spin_ms=med_ms(dev_info["spin"]),
+                    starved_share_ref=round(dev_info["starved_ref"] / n_spans, 4),
+                    starved_share_cand=round(dev_info["starved_cand"] / n_spans, 4),
+                    outside_ms_ref=med_ms(dev_info["outside_ref"]), outside_ms_cand=med_ms(dev_info["outside_cand"]),
+                    outside_charge_ms=round(statistics.fmean(dev_info["charged"]) / k * 1e3, 6)
+                    if dev_info["charged"] else 0.0)
+        if dev_info["charged"] and statistics.fmean(dev_info["charged"]) > 0.05 * statistics.median(go["cand"]):
+            info["device_clock_disagrees"] = True
     if probes:
         info["host_probe"] = {}
         for key in ("py_us", "launch_us"):
@@ -975,6 +1071,8 @@ def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedS
         result.flag("harness-time-excess")
     if st.work_moved_out:
         result.flag("work-outside-timing")
+    if info.get("device_clock_disagrees"):
+        result.flag("device-clock-disagrees")
     if st.rel_halfwidth > cfg.spread_threshold:
         result.flag("unstable-timing")
     # Interference: the paired reference against its clean times, measured before the candidate existed and
@@ -983,10 +1081,16 @@ def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedS
     s.cand.freeze()
     if kill_orphans({w.pid for w in (s.ref, s.cand)} | s.before):
         result.flag("leftover-processes")
-    post = s.ref_block(k, cal.spans)
-    s.cand.thaw()
-    ref_post = max(statistics.median(post) - cal.overhead, 1e-9) / k
-    slowdown = st.ref_per_call / max(cal.ref_baseline, ref_post)
+    if _device_clock(s):  # the same clock as the paired spans (st.ref_per_call)
+        post = s.ref_block(k, cal.spans, cal.ref_baseline * k, _device_spin(cfg, cal.ref_baseline * k))
+        s.cand.thaw()
+        ref_post = max(statistics.median(post), 1e-9) / k
+        slowdown = st.ref_per_call / max(cal.ref_dev_baseline, ref_post)
+    else:
+        post = s.ref_block(k, cal.spans)
+        s.cand.thaw()
+        ref_post = max(statistics.median(post) - cal.overhead, 1e-9) / k
+        slowdown = st.ref_per_call / max(cal.ref_baseline, ref_post)
     result.timing.update(ref_post_baseline_ms=round(ref_post * 1e3, 6), ref_slowdown=round(slowdown, 4))
     if slowdown > cfg.interference_factor and score > 1.0:
         result.flag("reference-slowed")

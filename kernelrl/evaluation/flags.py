@@ -27,6 +27,8 @@ FLAGS: dict[str, str] = {
     "harness-time-excess": "the candidate spent markedly longer than the reference in the harness phases around "
     "the timed span (staging its inputs, digesting its outputs): work moved out of the timed span, or a patched "
     "harness. The excess was charged to its time (the score includes it); information",
+    "device-clock-disagrees": "clock='device': the parent's clock saw the candidate's spans take markedly longer "
+    "than its device time (work on another stream, a patched timer); the excess is charged to its time",
     "work-outside-timing": "the candidate's harness excess (median over blocks) was larger than its own timed "
     "spans and beyond the reference's harness noise: most of its cost fell outside the clock (a patched harness "
     "computing while inputs are staged, work deferred into the digest, a no-op synchronize; or outputs kept "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,12 @@ EXPECT = {
 }
 # A short drain limit and wall cap: gpu_background_load keeps the device busy, so every reference span waits the
 # whole drain limit (2 s by default: minutes per evaluation); timeout and reference-slowed are its allowed verdicts.
+# KERNELRL_REDTEAM_CLOCK=device runs the red team on the experimental device clock (EvalConfig.clock). There the
+# side stream's work shows up outside the events, beyond its span: scored 0 (H100, 2026-11-25, call 4).
+if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "device":
+    EXPECT["side_stream"] = (HONEST, {"work-outside-timing"})
 CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=90,
-                 quiesce_limit_s=0.25)
+                 quiesce_limit_s=0.25, clock=os.environ.get("KERNELRL_REDTEAM_CLOCK", "host"))
 
 
 @pytest.fixture(scope="module")
