@@ -225,6 +225,7 @@ def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+@pytest.mark.slow  # 57 s (the real CLI running a whole pipeline in a subprocess); CI runs the slow suite too
 def test_pipeline_console_is_a_few_lines_per_stage(home):
     """What `make pipeline` shows (the real CLI in a subprocess): per stage started / progress / warnings /
     done, then a summary table, the report, where the logs are. The steps' chatter (trl's metric dicts,

@@ -337,6 +337,7 @@ def test_selfsup_killed_after_first_iteration_resumes(tmp_path, tiny_path, priva
     assert not orphans, f"sandbox processes outlived the killed step: {orphans}"
 
 
+@pytest.mark.slow  # 65 s (three bench runs of 3 final evaluations): in the slow suite, which CI runs too
 def test_bench_killed_while_evaluating_resumes(tmp_path, tiny_path, private_tmp):
     clean_url, killed_url = _seeded_sqlite_pair(tmp_path, tiny_path, 3, done=("augment", "sft", "selfsup", "crl"))
     m_clean = _run("bench", tmp_path / "home-clean", clean_url, tiny_path, private_tmp("clean"))
