@@ -124,6 +124,7 @@ def one(task: Task, source: str, cfg: EvalConfig) -> dict:
             "quiesce_ms_max": t.get("quiesce_wait_ms_max"), "rounds_raw": t.get("rounds_raw"),
             "median_ratio": t.get("median_ratio"), "correctness_split_s": t.get("correctness_split_s"),
             "host_probe": t.get("host_probe"), "warmup_blocks": t.get("warmup_blocks"),
+            "clock": t.get("clock", "host"),
             "error": (r.error or "")[:300] or None}
 
 

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
+from analyze_rounds import pearson  # noqa: E402
 from evaluator_bench import candidates  # noqa: E402
 from kernelrl.config.stages import EvalConfig  # noqa: E402
 from kernelrl.evaluation.precompile import candidate_cache_dir, pin_cuda_arch  # noqa: E402
@@ -179,7 +180,8 @@ def summarize_blocks(blocks: list) -> dict:
         out[mode] = statistics.median(rs)
         ps = [math.log(x["probe_us"]) for x in blocks if mode in x and x[mode][1] > 0]
         lr = [math.log(r) for r in rs]
-        out[f"{mode}_corr_probe"] = corr(ps, lr)
+        c = pearson(ps, lr)
+        out[f"{mode}_corr_probe"] = None if math.isnan(c) else round(c, 3)
         out[f"{mode}_ref_ms"] = statistics.median(x[mode][0] for x in blocks if mode in x) * 1e3
         out[f"{mode}_cand_ms"] = statistics.median(x[mode][1] for x in blocks if mode in x) * 1e3
     # blocked_fed: the blocked mode over the blocks where neither side's queueing outlasted the spin (the GPU was
@@ -194,15 +196,6 @@ def summarize_blocks(blocks: list) -> dict:
     if hyb:
         out["hybrid"] = statistics.median(r / c for r, c in hyb)
     return out
-
-
-def corr(xs, ys) -> float | None:
-    if len(xs) < 3:
-        return None
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
-    sy = math.sqrt(sum((y - my) ** 2 for y in ys))
-    return round(sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / (sx * sy), 3) if sx and sy else None
 
 
 def bench_pair(task, seed, a) -> dict:

@@ -317,7 +317,6 @@ class _Session:
         # Harness seconds a timing block adds to each side beyond its stage and digest (see go, drain_for_ref):
         # both sides' parent-timed quiesce, and the candidate's leftover GPU work drained before the reference runs.
         self.extra = {"ref": 0.0, "cand": 0.0}
-        self.last_go: dict = {}  # the worker's reply to the last go (device clock: dev_s, spin_done_s, queued_s)
         self.spares_used = 0
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
@@ -497,15 +496,15 @@ class _Session:
         return time.perf_counter() - t0
 
     def go(self, worker: WorkerProcess, n: int, timeout: float, expect_s: float = 0.0,
-           device_spin_s: float | None = None) -> tuple[float, float]:
+           device_spin_s: float | None = None) -> tuple[float, float, dict]:
         """The timed span: the next ``n`` staged calls and a device-wide sync. Before it, outside the span, the
         worker waits until the device has drained any work the other side left queued (``quiesce``; on CUDA;
         this also takes the GPU's context switch off the clock) and then busy-polls for the ``go``, while the
         parent busy-polls for its reply (``spin``): no scheduler wake-up on either side lands on the clock.
         ``expect_s``: the span's expected length (how long the parent spins before blocking). Returns (seconds,
-        seconds spent draining). ``device_spin_s`` (EvalConfig.clock = "device"): the worker also times the calls
-        on the device's clock behind a spin kernel this long; its reply (dev_s, spin_done_s, queued_s) is kept in
-        ``self.last_go``, and the parent's seconds stay the check on it."""
+        seconds spent draining, the worker's reply). ``device_spin_s`` (EvalConfig.clock = "device"): the worker
+        also times the calls on the device's clock behind a spin kernel this long; its reply then holds dev_s,
+        spin_done_s and queued_s, and the parent's seconds stay the check on them."""
         is_ref = worker is self.ref
         spin = self.spin
         waited = 0.0
@@ -532,9 +531,9 @@ class _Session:
             head = {"cmd": "go", "n": n}
             if device_spin_s is not None:
                 head.update(clock="device", device_spin_s=device_spin_s)
-            self.last_go, _ = self._req(worker, head, timeout=timeout, harness=is_ref,
-                                        spin_s=(3 * expect_s + 0.005) if spin else 0.0, hold=False)
-            return time.perf_counter() - t0, waited
+            reply, _ = self._req(worker, head, timeout=timeout, harness=is_ref,
+                                 spin_s=(3 * expect_s + 0.005) if spin else 0.0, hold=False)
+            return time.perf_counter() - t0, waited, reply
         finally:
             restore_affinity(saved)
 
@@ -555,8 +554,8 @@ class _Session:
         self.stage(self.ref, k * spans, self.rng.randrange(2**31), tmo)
         out = []
         for _ in range(spans):
-            dt = self.go(self.ref, k, tmo, expect_s + (device_spin_s or 0.0), device_spin_s)[0]
-            out.append(dt if device_spin_s is None else float(self.last_go.get("dev_s", dt)))
+            dt, _, reply = self.go(self.ref, k, tmo, expect_s + (device_spin_s or 0.0), device_spin_s)
+            out.append(dt if device_spin_s is None else _reply_seconds(reply, "dev_s", dt))
         self.digest(self.ref, self.rng.randrange(2**40), [], tmo)
         return out
 
@@ -780,6 +779,16 @@ def _device_spin(cfg: EvalConfig, queued_s: float) -> float:
     return cfg.device_spin_factor * queued_s + 2e-4
 
 
+def _reply_seconds(h: dict, key: str, default: float) -> float:
+    """A number of seconds from a worker's reply; ``default`` where it is missing, no number, negative or
+    infinite (a candidate's reply is untrusted)."""
+    try:
+        v = float(h.get(key, default))
+    except (TypeError, ValueError):
+        return default
+    return v if math.isfinite(v) and v >= 0 else default
+
+
 def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_block: dict, cap: float) -> dict:
     """One pair of device-clock spans (EvalConfig.clock): each side's device seconds. The reference's reply is
     trusted (our code; the candidate is frozen while it runs); the candidate's is not. What each side's parent-clock
@@ -790,18 +799,11 @@ def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_bloc
     reports, is charged to its device time: a lie or work off the events gains at most 1 + cap. A candidate value
     that is no number, negative or longer than its span is replaced by the span, and its spin counts at most as
     long as the reference's (a spin the SM clock made longer on its side falls under the tolerance)."""
-    def num(h: dict, key: str, default: float) -> float:
-        try:
-            v = float(h.get(key, default))
-        except (TypeError, ValueError):
-            return default
-        return v if math.isfinite(v) and v >= 0 else default
-
     rr, rc = replies.get("ref") or {}, replies.get("cand") or {}
-    spin_ref = min(num(rr, "spin_done_s", 0.0), wall["ref"])
-    dev_ref = min(num(rr, "dev_s", wall["ref"]), wall["ref"])
-    spin_cand = min(num(rc, "spin_done_s", 0.0), spin_ref)
-    dev_cand = min(num(rc, "dev_s", wall["cand"]), wall["cand"])
+    spin_ref = min(_reply_seconds(rr, "spin_done_s", 0.0), wall["ref"])
+    dev_ref = min(_reply_seconds(rr, "dev_s", wall["ref"]), wall["ref"])
+    spin_cand = min(_reply_seconds(rc, "spin_done_s", 0.0), spin_ref)
+    dev_cand = min(_reply_seconds(rc, "dev_s", wall["cand"]), wall["cand"])
     out_ref = max(0.0, wall["ref"] - spin_ref - dev_ref)
     out_cand = max(0.0, wall["cand"] - spin_cand - dev_cand)
     dev_info["outside_ref"].append(out_ref)
@@ -811,7 +813,7 @@ def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_bloc
     tol = min(max(3 * 1.4826 * statistics.median(abs(x - med) for x in recent), 2e-5), cap * dev_cand)
     charge = max(0.0, out_cand - min(recent) - tol)
     dev_info["charged"].append(charge)
-    for role, q in (("ref", num(rr, "queued_s", 0.0)), ("cand", num(rc, "queued_s", 0.0))):
+    for role, q in (("ref", _reply_seconds(rr, "queued_s", 0.0)), ("cand", _reply_seconds(rc, "queued_s", 0.0))):
         q_block[role].append(q)
         if spin and q > spin:  # the host was still queueing when the spin ended: the GPU waited for it
             dev_info[f"starved_{role}"] += 1
@@ -935,8 +937,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         for i in range(B):
             t, replies = {}, {}
             for w in order:
-                t[w.role], waited = s.go(w, k, tmo[w.role], expect[w.role] + (spin or 0.0), spin)
-                replies[w.role] = s.last_go
+                t[w.role], waited, replies[w.role] = s.go(w, k, tmo[w.role], expect[w.role] + (spin or 0.0), spin)
                 walls[w.role].append(t[w.role])
                 if waited:
                     waits.append(waited)

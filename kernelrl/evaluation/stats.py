@@ -137,7 +137,7 @@ class PairedStats:
         """The candidate's harness excess (median over blocks) is larger than its own timed span, beyond the
         noise of that median (noise_per_call) and at least a tenth of the reference's time per call: more of
         its work runs outside the clock than inside, and enough of it to matter against the reference. Honest
-        candidates measured 0.12 of their span at most (156 evaluations, CPU VM and H100); a patched harness that
+        candidates measured 0.31 of their span at most (180 evaluations, CPU VM and H100); a patched harness that
         computes while its inputs are staged, or defers the work to the digest, 10-100x its span. The floors
         keep a loaded machine's harness noise off honest fast candidates: on CI's loaded 2-core runner an
         honest 20x candidate (07_Conv2d_GlobalAvgPool/pooled_taps, 1.2 ms spans against a 26-54 ms reference)
