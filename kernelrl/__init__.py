@@ -13,4 +13,4 @@ __version__ = "0.1.0"
 # under version 4 a harness patched to precompute while staging was billed at its cache-hot cost: up to 1.6x);
 # the harness allowance is 0.2 of a span (was a third); CUDA drains of the candidate's leftover work are charged
 # to it; integer outputs may differ in one element per thousand (argmax near-ties).
-EVALUATOR_VERSION = "kernelrl-eval-5"
+EVALUATOR_VERSION = "kernelrl-eval-6"

@@ -745,13 +745,16 @@ def test_device_clock_pairs_charge_what_the_parent_clock_saw_beyond_the_reported
     stream or a garbage value ends up charged, an honest candidate is not, and a lie keeps at most the allowance."""
     from kernelrl.evaluation.api import _device_times
 
-    def pair(dev_c, wall_c, spin_c=10e-3, extra_ref=0.0, info=None):
+    def pair(dev_c, wall_c, spin_c=10e-3, extra_ref=0.0, info=None, cpu_c=None):
         info = info if info is not None else {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [],
-                                              "outside_cand": [], "charged": []}
+                                              "outside_cand": [], "charged": [], "spin_short": 0, "cpu_ref": [],
+                                              "cpu_cand": [], "cpu_charged": []}
         q = {"ref": [], "cand": []}
         wall = {"ref": 10e-3 + 2e-3 + 50e-6 + extra_ref, "cand": wall_c}
-        replies = {"ref": {"dev_s": 2e-3, "spin_done_s": 10e-3, "queued_s": 1e-3},
+        replies = {"ref": {"dev_s": 2e-3, "spin_done_s": 10e-3, "queued_s": 1e-3, "parent_cpu_s": 1.5e-3},
                    "cand": {"dev_s": dev_c, "spin_done_s": spin_c, "queued_s": 0.5e-3}}
+        if cpu_c is not None:
+            replies["cand"]["parent_cpu_s"] = cpu_c
         return _device_times(wall, replies, 10e-3, info, q, 0.2), info
 
     info = None
@@ -770,6 +773,85 @@ def test_device_clock_pairs_charge_what_the_parent_clock_saw_beyond_the_reported
         assert g["cand"] == pytest.approx(real)  # the whole span: its claim is no number
     big_spin, _ = pair(1e-6, real, spin_c=1.0, info=info)  # claims the spin took 1 s: counted as the reference's
     assert big_spin["cand"] >= 1e-3 * 0.99  # 1 us + 0.2 us forgiven, the rest charged
+    # Skips the spin and claims 1 us: its span (1 ms of work and the round trip) is shorter than the spin alone.
+    shorts = info["spin_short"]
+    skip, _ = pair(1e-6, 1e-3 + 50e-6, info=info)
+    assert skip["cand"] >= 1e-3 * 0.99 and info["spin_short"] == shorts + 1
+    # The hole that keeps this clock off rewards: shortening the spin by 0.8 ms and claiming 0.2 ms of its 1 ms
+    # gives a span exactly as long as an honest one; nothing on the parent's side can tell
+    # (tests/redteam/cuda/shorten_spin.py shows it on the GPU).
+    part, _ = pair(0.2e-3, real - 0.8e-3, info=info)
+    assert part["cand"] == pytest.approx(0.2e-3) and info["spin_short"] == shorts + 1
+
+
+def test_device_clock_charges_host_work_done_while_the_spin_held_the_gpu():
+    """clock='device': CPU time is on no GPU clock; the parent reads each worker's CPU time in its span from the
+    kernel. A candidate may use as much as the reference did in the pair, or as its own device time; beyond that
+    (plus 10% and the reference's noise) it is charged: CPU work hidden in the spin, or heavier dispatch."""
+    from kernelrl.evaluation.api import _device_times
+
+    info = {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [], "outside_cand": [], "charged": [],
+            "spin_short": 0, "cpu_ref": [], "cpu_cand": [], "cpu_charged": []}
+
+    def pair(cpu_c, dev_c=1e-3):
+        wall = {"ref": 10e-3 + 2e-3 + 50e-6, "cand": 10e-3 + dev_c + 50e-6}
+        replies = {"ref": {"dev_s": 2e-3, "spin_done_s": 10e-3, "queued_s": 1e-3, "parent_cpu_s": 1.5e-3},
+                   "cand": {"dev_s": dev_c, "spin_done_s": 10e-3, "queued_s": 0.5e-3, "parent_cpu_s": cpu_c}}
+        return _device_times(wall, replies, 10e-3, info, {"ref": [], "cand": []}, 0.2)["cand"]
+
+    for _ in range(10):
+        assert pair(0.8e-3) == pytest.approx(1e-3)  # lighter host work than the reference: nothing charged
+    assert pair(1.6e-3) == pytest.approx(1e-3)  # within 10% of the reference's
+    burn = pair(6e-3)  # 6 ms of CPU in the span: computed on the host while the spin held the GPU
+    assert burn == pytest.approx(1e-3 + 6e-3 - 1.5e-3 - 0.15e-3 - 2e-5, rel=1e-6)
+    assert pair(3e-3, dev_c=4e-3) == pytest.approx(4e-3)  # GPU-bound: its dispatch hides behind its own kernels
+    assert pair("junk") == pytest.approx(1e-3)  # no CPU reading (not a float): no charge from it
+    assert len(info["cpu_cand"]) == 13
+
+
+def test_paired_totals_drop_bursts_and_charge_systematic_harness_excess():
+    """The device clock's statistics: ratio of totals over blocks. An honest candidate's harness noise is not
+    charged; work moved out in every block is charged but for 2 standard errors of the mean excess; the blocks
+    with the largest excess are left out (a burst buys nothing); moving work between spans changes nothing."""
+    import random
+
+    from kernelrl.evaluation.stats import paired_totals
+
+    rng = random.Random(3)
+    nb, k = 16, 100
+    ref_go = [10e-3 * (1 + rng.gauss(0, 0.002)) for _ in range(2 * nb)]
+    cand_go = [2e-3 * (1 + rng.gauss(0, 0.002)) for _ in range(2 * nb)]
+    block_of = [i // 2 for i in range(2 * nb)]
+    ref_h = [8e-3 + rng.gauss(0, 0.4e-3) for _ in range(nb)]
+    cand_h = [8e-3 + rng.gauss(0, 0.4e-3) for _ in range(nb)]
+    honest = paired_totals(ref_go, cand_go, ref_h, cand_h, k, block_of)
+    assert honest.ci_low <= 5.0 <= honest.ci_high and abs(honest.estimate / 5 - 1) < 0.01
+    assert honest.charge_per_call == 0.0 and honest.dropped_blocks == 1  # 16 blocks: the top one left out
+    assert honest.rel_halfwidth < 0.01
+    for moved_ms in (0.5, 1.0, 1.5, 3.0):  # below, around and above the reference's 3 sigma (~1.7 ms)
+        w = moved_ms * 1e-3
+        moved = paired_totals(ref_go, [c - w / 2 for c in cand_go], ref_h, [h + w / 2 for h in cand_h], k, block_of)
+        # w/2 of each span's work done in the harness instead
+        se2 = 2 * moved.excess_se_per_call * k  # what may be forgiven: 2 standard errors per span
+        assert moved.estimate <= 10e-3 / (2e-3 - se2) * 1.01, (moved_ms, moved)
+    burst_h, burst_go = list(cand_h), list(cand_go)
+    for b in range(0, nb, 3):  # 1.9 ms of each span moved out in a third of the blocks
+        burst_h[b] += 2e-3
+        burst_go[2 * b] -= 1.9e-3
+        burst_go[2 * b + 1] -= 1.9e-3
+    third = paired_totals(ref_go, burst_go, ref_h, burst_h, k, block_of)
+    assert third.estimate <= 10e-3 / (2e-3 - 2 * third.excess_se_per_call * k) * 1.01, third
+    burst_h, burst_go = list(cand_h), list(cand_go)
+    burst_h[5] += 4e-3  # 2 ms per span moved out in block 5 only
+    burst_go[10] -= 1.9e-3
+    burst_go[11] -= 1.9e-3
+    burst = paired_totals(ref_go, burst_go, ref_h, burst_h, k, block_of)
+    assert abs(burst.estimate / honest.estimate - 1) < 0.01  # block 5 is the one left out
+    shifted = list(cand_go)  # half of span 1's work done in span 0 of each block: the totals do not move
+    for b in range(nb):
+        shifted[2 * b] += 1e-3
+        shifted[2 * b + 1] -= 1e-3
+    assert paired_totals(ref_go, shifted, ref_h, cand_h, k, block_of).estimate == pytest.approx(honest.estimate)
 
 
 def test_device_clock_on_cpu_is_the_parent_clock():

@@ -48,8 +48,8 @@ from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, keep_off_cores,
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
                                          timing_cores)
-from kernelrl.evaluation.stats import (PairedStats, bucket_stats, needs_reverify, paired_stats, reverify_agrees,
-                                       round_toward_one)
+from kernelrl.evaluation.stats import (PairedStats, bucket_stats, needs_reverify, paired_stats, paired_totals,
+                                       reverify_agrees, round_toward_one)
 from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
@@ -476,19 +476,34 @@ class _Session:
         """CUDA, before a reference's harness phase (stage, digest): the candidate's leftover GPU work (queued
         without a sync, by a patched harness or synchronize) drains first, on the candidate's account. Otherwise it
         ran beside the reference's staging, slowing *its* harness, which lowered the candidate's excess: work
-        moved off the clock twice over. The request's own round trip is counted on neither side (only the
-        reference's phases have it; an honest candidate leaves nothing to drain, so it adds ~0 to its account)."""
+        moved off the clock twice over. The request's own round trip is the reference's harness time (version 6;
+        the candidate's phases get the same request, settle_cand)."""
         if not self.device.startswith("cuda") or self.cand is None or not self.cand_code_ran:
             return
         self.hold(self.ref)
-        _, drained = self._quiesce(self.ref, 0.0)
+        dq, drained = self._quiesce(self.ref, 0.0)
         self.extra["cand"] += drained
+        self.extra["ref"] += dq - drained
+
+    def settle_cand(self) -> None:
+        """CUDA, before a candidate's harness phase: the same timed quiesce the reference gets (drain_for_ref), so
+        both sides' phases start on a device that has switched to their context. Version 5 drained before the
+        reference's phases only: a context switch then landed in the candidate's phases alone, and on the H100
+        its median harness excess was +0.3 ms (host clock) to +1 ms per span (device clock) for honest candidates.
+        Parent-timed into the candidate's harness (its reply is not used)."""
+        if not self.device.startswith("cuda") or self.cand is None:
+            return
+        self.hold(self.cand)
+        dq, _ = self._quiesce(self.cand, 0.0)
+        self.extra["cand"] += dq
 
     def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
         """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock; the
         other side is frozen or thawed before the clock starts: that listing is no part of either side's harness)."""
         if worker is self.ref:
             self.drain_for_ref()
+        else:
+            self.settle_cand()
         self.hold(worker)
         t0 = time.perf_counter()
         self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=worker is self.ref,
@@ -527,13 +542,19 @@ class _Session:
         # 10x slower, its threads waiting on one core.
         saved = keep_off_cores(self.cpus) if spin else None
         try:
-            t0 = time.perf_counter()
             head = {"cmd": "go", "n": n}
             if device_spin_s is not None:
                 head.update(clock="device", device_spin_s=device_spin_s)
+            cpu0 = worker.cpu_seconds() if device_spin_s is not None else 0.0
+            t0 = time.perf_counter()
             reply, _ = self._req(worker, head, timeout=timeout, harness=is_ref,
                                  spin_s=(3 * expect_s + 0.005) if spin else 0.0, hold=False)
-            return time.perf_counter() - t0, waited, reply
+            dt = time.perf_counter() - t0
+            if device_spin_s is not None:
+                # The worker's CPU time in the span, from the kernel (trusted; set here over whatever it replied):
+                # host work done while the spin held the GPU is on no GPU clock, but it is on this one.
+                reply = {**reply, "parent_cpu_s": worker.cpu_seconds() - cpu0}
+            return dt, waited, reply
         finally:
             restore_affinity(saved)
 
@@ -541,21 +562,27 @@ class _Session:
         """Harness: every output's structure, and digests of the sampled ``calls``. (seconds, reply)."""
         if worker is self.ref:
             self.drain_for_ref()
+        else:
+            self.settle_cand()
         self.hold(worker)
         t0 = time.perf_counter()
         h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed, "calls": calls}, timeout=timeout,
                          harness=worker is self.ref, hold=False)
         return time.perf_counter() - t0, h
 
-    def ref_block(self, k: int, spans: int, expect_s: float = 0.0, device_spin_s: float | None = None) -> list[float]:
+    def ref_block(self, k: int, spans: int, expect_s: float = 0.0, device_spin_s: float | None = None,
+                  replies: list | None = None) -> list[float]:
         """The reference alone (the candidate has run no code yet, or is frozen): ``spans`` timed spans of ``k``
-        calls; their parent-clock seconds, or with ``device_spin_s`` their device-clock seconds (see go)."""
+        calls; their parent-clock seconds, or with ``device_spin_s`` their device-clock seconds (see go); the
+        worker's replies are appended to ``replies``."""
         tmo = self._left(self.cfg.max_wall_s)
         self.stage(self.ref, k * spans, self.rng.randrange(2**31), tmo)
         out = []
         for _ in range(spans):
             dt, _, reply = self.go(self.ref, k, tmo, expect_s + (device_spin_s or 0.0), device_spin_s)
             out.append(dt if device_spin_s is None else _reply_seconds(reply, "dev_s", dt))
+            if replies is not None:
+                replies.append(reply)
         self.digest(self.ref, self.rng.randrange(2**40), [], tmo)
         return out
 
@@ -671,6 +698,7 @@ class _Calibration:
     spans: int  # paired spans per block: spans_per_block, fewer when that many single-call sets overflow memory
     k_mem: int = 1 << 30  # the most calls per span a block's memory allows
     ref_dev_baseline: float = 0.0  # EvalConfig.clock = "device": the reference alone on the device clock, per call
+    ref_queue: float = 0.0  # EvalConfig.clock = "device": the reference's host queueing time of one span (k calls)
 
 
 def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
@@ -760,8 +788,10 @@ def _calibrate(s: _Session) -> _Calibration:
     ref_baseline = max(statistics.median(s.ref_block(k, spans, expect_s=t1 * k)) - overhead, 1e-9) / k
     cal = _Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem)
     if _device_clock(s):
+        replies: list[dict] = []
         cal.ref_dev_baseline = statistics.median(
-            s.ref_block(k, spans, t1 * k, _device_spin(cfg, ref_baseline * k))) / k
+            s.ref_block(k, spans, t1 * k, _device_spin(cfg, ref_baseline * k), replies)) / k
+        cal.ref_queue = statistics.median(_reply_seconds(r, "queued_s", ref_baseline * k) for r in replies)
     return cal
 
 
@@ -789,36 +819,74 @@ def _reply_seconds(h: dict, key: str, default: float) -> float:
     return v if math.isfinite(v) and v >= 0 else default
 
 
+def _robust_sd(xs: list[float]) -> float:
+    """1.4826 x the median absolute deviation: a standard deviation that a few wild values do not move."""
+    if len(xs) < 2:
+        return 0.0
+    med = statistics.median(xs)
+    return 1.4826 * statistics.median(abs(x - med) for x in xs)
+
+
 def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_block: dict, cap: float) -> dict:
-    """One pair of device-clock spans (EvalConfig.clock): each side's device seconds. The reference's reply is
-    trusted (our code; the candidate is frozen while it runs); the candidate's is not. What each side's parent-clock
-    span holds beyond the spin and its device time (``outside``: the round trip, and for a candidate also work on
-    a side stream or a patched timer's lie) is compared with the reference's: the candidate's excess over the
-    reference's recent least (its round trip when nothing got in the way), beyond 3 robust standard deviations of
-    the reference's own (at least 20 us) but never beyond ``cap`` (harness_allowance) of the device time it
-    reports, is charged to its device time: a lie or work off the events gains at most 1 + cap. A candidate value
-    that is no number, negative or longer than its span is replaced by the span, and its spin counts at most as
-    long as the reference's (a spin the SM clock made longer on its side falls under the tolerance)."""
+    """One pair of device-clock spans (EvalConfig.clock): each side's device seconds, the candidate's with what the
+    trusted clocks say it did off the GPU clock. The reference's reply is trusted (our code; the candidate is
+    frozen while it runs); the candidate's is not. Three checks, each against the reference's own recent spans:
+
+    - **The spin ran** (version 6): a span cannot end before its spin, its device time and a round trip. A
+      candidate whose parent-clock span is shorter than the reference's spin + the device time it claims + the
+      reference's least round trip (beyond the spin's and the round trip's measured jitter) skipped or shortened
+      the spin and under-reports its device time: its whole span counts, less that round trip.
+    - **Work outside the events** (side streams, a patched timer): what its parent-clock span holds beyond the
+      spin and its device time (``outside``) is compared with the reference's; the excess beyond 3 robust
+      standard deviations of the reference's (at least 20 us, at most ``cap`` of the device time it reports) is
+      charged. A value that is no number, negative or longer than its span is replaced by the span.
+    - **Host work while the spin held the GPU** (version 6): the worker's CPU time in the span, which the parent
+      reads from the kernel (``parent_cpu_s``). The candidate may use as much as the reference used in the same
+      pair or as its own device time (dispatch that a GPU-bound candidate hides behind its own kernels), plus 10%
+      and 3 robust standard deviations of the reference's; the rest is charged. Computing on the CPU while the
+      spin holds the GPU, then copying the result in, is charged at its CPU time; a candidate that dispatches
+      more than the reference and more than its GPU time is charged that host time (what it costs for real)."""
     rr, rc = replies.get("ref") or {}, replies.get("cand") or {}
     spin_ref = min(_reply_seconds(rr, "spin_done_s", 0.0), wall["ref"])
     dev_ref = min(_reply_seconds(rr, "dev_s", wall["ref"]), wall["ref"])
-    spin_cand = min(_reply_seconds(rc, "spin_done_s", 0.0), spin_ref)
-    dev_cand = min(_reply_seconds(rc, "dev_s", wall["cand"]), wall["cand"])
     out_ref = max(0.0, wall["ref"] - spin_ref - dev_ref)
-    out_cand = max(0.0, wall["cand"] - spin_cand - dev_cand)
     dev_info["outside_ref"].append(out_ref)
-    dev_info["outside_cand"].append(out_cand)
+    dev_info["spin"].append(spin_ref)
     recent = dev_info["outside_ref"][-32:]
-    med = statistics.median(recent)
-    tol = min(max(3 * 1.4826 * statistics.median(abs(x - med) for x in recent), 2e-5), cap * dev_cand)
-    charge = max(0.0, out_cand - min(recent) - tol)
-    dev_info["charged"].append(charge)
+    out_min, out_sd = min(recent), _robust_sd(recent)
+    spin_sd = _robust_sd(dev_info["spin"][-32:])
+    dev_cand = min(_reply_seconds(rc, "dev_s", wall["cand"]), wall["cand"])
+    spin_cand = min(_reply_seconds(rc, "spin_done_s", 0.0), spin_ref)
+    # jitter of the spin (the SM clock) and of the round trip, and half the least round trip: the candidate's
+    # reply path is the same code, but its process wakes on its own core
+    slack = 3 * math.hypot(out_sd, spin_sd) + 2e-3 * spin_ref + 0.5 * out_min + 2e-5
+    if wall["cand"] < spin_ref + dev_cand + out_min - slack:
+        dev_info["spin_short"] += 1
+        dev_info["outside_cand"].append(0.0)
+        dev_info["charged"].append(0.0)
+        dev_info["cpu_charged"].append(0.0)
+        t_cand = max(dev_cand, wall["cand"] - out_min)
+    else:
+        out_cand = max(0.0, wall["cand"] - spin_cand - dev_cand)
+        dev_info["outside_cand"].append(out_cand)
+        tol = min(max(3 * out_sd, 2e-5), cap * dev_cand)
+        charge = max(0.0, out_cand - out_min - tol)
+        dev_info["charged"].append(charge)
+        cpu_ref, cpu_cand = rr.get("parent_cpu_s"), rc.get("parent_cpu_s")
+        cpu_charge = 0.0
+        if isinstance(cpu_ref, float) and isinstance(cpu_cand, float):
+            dev_info["cpu_ref"].append(cpu_ref)
+            dev_info["cpu_cand"].append(cpu_cand)
+            allowed = max(cpu_ref, dev_cand)
+            cpu_tol = 0.1 * allowed + 3 * _robust_sd(dev_info["cpu_ref"][-32:]) + 2e-5
+            cpu_charge = max(0.0, cpu_cand - allowed - cpu_tol)
+        dev_info["cpu_charged"].append(cpu_charge)
+        t_cand = dev_cand + charge + cpu_charge
     for role, q in (("ref", _reply_seconds(rr, "queued_s", 0.0)), ("cand", _reply_seconds(rc, "queued_s", 0.0))):
         q_block[role].append(q)
         if spin and q > spin:  # the host was still queueing when the spin ended: the GPU waited for it
             dev_info[f"starved_{role}"] += 1
-    dev_info["spin"].append(spin_ref)
-    return {"ref": dev_ref, "cand": dev_cand + charge}
+    return {"ref": dev_ref, "cand": t_cand}
 
 
 def _calls_per_span(cfg: EvalConfig, k_mem: int, per_call_s: float) -> int:
@@ -909,8 +977,17 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     # queueing time per span (the spin's length follows it).
     device_clock = _device_clock(s)
     ovh = 0.0 if device_clock else cal.overhead
-    queued = {"ref": cal.ref_baseline * k, "cand": cal.ref_baseline * k}
-    dev_info = {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [], "outside_cand": [], "charged": []}
+
+    def stats_of(go, harness, k, block_of) -> PairedStats:
+        if device_clock:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
+            return paired_totals(go["ref"], go["cand"], harness["ref"], harness["cand"], k, block_of)
+        return paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
+                            estimator=cfg.estimator, span_cap=cfg.harness_allowance)
+    # the reference's own queueing time from calibration's device-clock spans (its wall time made spans mostly spin)
+    q0 = cal.ref_queue if cal.ref_queue > 0 else cal.ref_baseline * k
+    queued = {"ref": q0, "cand": q0}
+    dev_info = {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [], "outside_cand": [], "charged": [],
+                "spin_short": 0, "cpu_ref": [], "cpu_cand": [], "cpu_charged": []}
     while True:
         if time.monotonic() > s.deadline:
             raise CandidateFailed("timeout", "evaluation exceeded its absolute wall-clock cap")
@@ -1011,13 +1088,11 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             stop = "budget"
             break
         if cfg.target_ci > 0 and elapsed >= cfg.min_timing_s:
-            st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
-                              estimator=cfg.estimator, span_cap=cfg.harness_allowance)
+            st = stats_of(go, harness, k, block_of)
             if st.rel_halfwidth <= cfg.target_ci:
                 stop = "interval"
                 break
-    st = paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
-                      estimator=cfg.estimator, span_cap=cfg.harness_allowance)
+    st = stats_of(go, harness, k, block_of)
     ratios = [r / c for r, c in zip(go["ref"], go["cand"]) if c > 0]
     if cfg.keep_rounds:  # raw parent-clock seconds, for analysis of the estimator (bench/analyze_rounds.py)
         st_raw = {"ref": [[round(g, 7), 0.0] for g in go["ref"]], "cand": [[round(g, 7), 0.0] for g in go["cand"]],
@@ -1034,14 +1109,26 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     if device_clock:
         med_ms = lambda xs: round(statistics.median(xs) * 1e3, 5) if xs else None  # noqa: E731
         n_spans = max(1, len(dev_info["outside_ref"]))
+        mean_ms = lambda xs: round(statistics.fmean(xs) / k * 1e3, 6) if xs else 0.0  # noqa: E731
         info.update(clock="device", device_spin_ms=med_ms(dev_info["spin"]),
+                    device_spin_spread=round(_robust_sd(dev_info["spin"]) / max(statistics.median(dev_info["spin"]),
+                                                                             1e-12), 6) if dev_info["spin"] else 0.0,
                     starved_share_ref=round(dev_info["starved_ref"] / n_spans, 4),
                     starved_share_cand=round(dev_info["starved_cand"] / n_spans, 4),
                     outside_ms_ref=med_ms(dev_info["outside_ref"]), outside_ms_cand=med_ms(dev_info["outside_cand"]),
-                    outside_charge_ms=round(statistics.fmean(dev_info["charged"]) / k * 1e3, 6)
-                    if dev_info["charged"] else 0.0)
-        if dev_info["charged"] and statistics.fmean(dev_info["charged"]) > 0.05 * statistics.median(go["cand"]):
+                    outside_charge_ms=mean_ms(dev_info["charged"]), spin_short_spans=dev_info["spin_short"],
+                    host_cpu_ms_ref=med_ms(dev_info["cpu_ref"]), host_cpu_ms_cand=med_ms(dev_info["cpu_cand"]),
+                    host_charge_ms=mean_ms(dev_info["cpu_charged"]))
+        if dev_info["cpu_ref"] and dev_info["cpu_cand"]:
+            # what the two sides' host work per span compares like: the wall-clock speedup of launch-bound pairs
+            # follows this more than the GPU's (diagnostic)
+            info["host_cpu_ratio"] = round(statistics.median(dev_info["cpu_ref"]) /
+                                           max(statistics.median(dev_info["cpu_cand"]), 1e-12), 4)
+        cand_med = statistics.median(go["cand"]) if go["cand"] else 0.0
+        if dev_info["spin_short"] or (dev_info["charged"] and statistics.fmean(dev_info["charged"]) > 0.05 * cand_med):
             info["device_clock_disagrees"] = True
+        if dev_info["cpu_charged"] and statistics.fmean(dev_info["cpu_charged"]) > 0.05 * cand_med:
+            info["host_bound"] = True
     if probes:
         info["host_probe"] = {}
         for key in ("py_us", "launch_us"):
@@ -1074,6 +1161,8 @@ def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedS
         result.flag("work-outside-timing")
     if info.get("device_clock_disagrees"):
         result.flag("device-clock-disagrees")
+    if info.get("host_bound"):
+        result.flag("host-bound")
     if st.rel_halfwidth > cfg.spread_threshold:
         result.flag("unstable-timing")
     # Interference: the paired reference against its clean times, measured before the candidate existed and

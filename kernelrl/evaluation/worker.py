@@ -96,11 +96,11 @@ _current_stream = torch.cuda.current_stream
 _cuda_sleep = getattr(torch._C, "_cuda_sleep", None) or getattr(torch.cuda, "_sleep", None)
 
 
-def _event():
+def _event(blocking: bool = False):
     try:
-        return _cuda_event_base(enable_timing=True)
+        return _cuda_event_base(enable_timing=True, blocking=blocking)
     except TypeError:  # a torch whose base type takes other arguments
-        return _cuda_event_class(enable_timing=True)
+        return _cuda_event_class(enable_timing=True, blocking=blocking)
 
 
 def _record(ev) -> None:
@@ -663,7 +663,10 @@ def cmd_go(h, _tensors):
             # after the calls time the GPU's own work (nvbench's blocking kernel): the host's dispatch speed,
             # which moved launch-bound ratios by 20-50% between seconds on the H100 VM, is off this clock as
             # long as the queueing ends within the spin (queued_s tells; a starved GPU waited for the host).
-            a, b, c = _event(), _event(), _event()
+            # c blocks (cudaEventBlockingSync): the worker sleeps until the calls are done instead of spinning, so
+            # its CPU time in the span (which the parent reads from the kernel) is its host work: queueing, and
+            # whatever else it did while the spin held the GPU.
+            a, b, c = _event(), _event(), _event(blocking=True)
             cycles = max(1000, int(float(h.get("device_spin_s") or 0.0) / _spin_rate()))
             _record(a)
             _cuda_sleep(cycles)
@@ -675,6 +678,7 @@ def cmd_go(h, _tensors):
         queued = _perf() - t0
         if on_gpu:
             _record(c)
+            c.synchronize()
         _sync()
         own = _perf() - t0
     finally:

@@ -20,7 +20,7 @@ FAIL, HONEST = "fail", "honest"
 # launch-bound candidate on the H100 host spread by 4-13% (bench/results/2026-11-25-h100-evaluator), and a
 # working trick (work moved off the clock, a slowed reference) shows up as 2x or more.
 SOFTMAX_WORK = {"patch_sync_and_events", "leave_work_queued", "l2_persistence", "cudnn_flags", "side_stream",
-                "honest_cuda_graph", "precompute_async_staging"}
+                "honest_cuda_graph", "precompute_async_staging", "shorten_spin"}
 EXPECT = {
     # The device-wide sync counts side-stream work: it earns no more than its real (here: 20x) work.
     "side_stream": (HONEST, set()),
@@ -39,6 +39,9 @@ EXPECT = {
     "honest_cuda_graph": (HONEST, set()),
     "l2_persistence": (HONEST, {"reference-slowed"}),
     "cudnn_flags": (HONEST, set()),
+    # The device clock's spin runs in the candidate's process: shortened by what it then under-reports, the parent
+    # cannot tell (an xfail on the device clock below: why that clock is not for rewards). Honest on the host clock.
+    "shorten_spin": (HONEST, set()),
 }
 # A short drain limit and wall cap: gpu_background_load keeps the device busy, so every reference span waits the
 # whole drain limit (2 s by default: minutes per evaluation); timeout and reference-slowed are its allowed verdicts.
@@ -71,6 +74,8 @@ def test_redteam_cuda(name, honest_score):
             f"ref_slowdown={t.get('ref_slowdown')} quiesce_max_ms={t.get('quiesce_wait_ms_max')} "
             f"error={(res.error or '')[:300]}")
     print(info)
+    if name == "shorten_spin" and CFG.clock == "device" and res.speedup > 1.25 * honest_score + 0.05:
+        pytest.xfail(f"the device clock's known hole (a spin shortened in the candidate's process): {info}")
     if kind == FAIL:
         assert not res.success and fatal & allowed, info
     elif fatal:
