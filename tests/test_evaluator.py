@@ -854,6 +854,36 @@ def test_paired_totals_drop_bursts_and_charge_systematic_harness_excess():
     assert paired_totals(ref_go, shifted, ref_h, cand_h, k, block_of).estimate == pytest.approx(honest.estimate)
 
 
+def test_worker_cpu_seconds_come_from_the_kernel_and_count_every_thread():
+    """clock='device' charges host work by each worker's CPU time, which the parent reads from the kernel's
+    per-process CPU clock: it counts the worker's threads (here one burning 0.4 s beside the main thread during
+    the import), reads across uids (the candidate's fresh uid when root), and does not move while the worker idles
+    or is frozen."""
+    import tempfile
+
+    from kernelrl.evaluation.sandbox import WorkerProcess
+
+    src = ("import threading, time\n"
+           "def burn():\n    t = time.process_time()\n    while time.process_time() - t < 0.4: pass\n"
+           "th = threading.Thread(target=burn); th.start(); th.join()\n")
+    w = WorkerProcess("cand", device="cpu", cache_dir=Path(tempfile.mkdtemp(prefix="kernelrl-test-cache-")),
+                      mem_limit_mb=4096, module_source=src)
+    try:
+        c0 = w.cpu_seconds()
+        h, _ = w.request({"cmd": "load", "role": "cand", "path": str(w.module_path), "device": "cpu", "seed": 1,
+                          "train_mode": True, "init_inputs": [], "template": []}, timeout=120)
+        c1 = w.cpu_seconds()
+        assert c1 - c0 >= 0.38, (c0, c1, h)
+        w.freeze()
+        time.sleep(0.3)
+        w.thaw()
+        time.sleep(0.2)  # idle in a blocking read
+        assert w.cpu_seconds() - c1 < 0.05
+    finally:
+        w.close()
+    assert w.cpu_seconds() == 0.0  # gone: nothing to read
+
+
 def test_device_clock_on_cpu_is_the_parent_clock():
     """clock='device' applies on CUDA only: on a CPU the evaluation runs the parent's clock (no 'clock' key)."""
     import dataclasses

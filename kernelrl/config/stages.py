@@ -118,8 +118,10 @@ class EvalConfig:
         "saw beyond the spin and the device time is harness time, charged like moved work. On the H100 VM the host "
         "switched between two speeds for seconds and moved launch-bound ratios 16-46% between evaluations; the "
         "device clock gave 18 of 20 pairs within 2% (bench/results/2026-11-25-h100-evaluator-v5). It measures "
-        "GPU work: Python dispatch cost counts only where the GPU waits for it. Not for rewards yet: host work done "
-        "while the spin holds the GPU is on no clock (kernelrl/evaluation/README.md). CPU: the parent's clock.")
+        "GPU work: Python dispatch cost counts only where the GPU waits for it. Not for rewards: the spin runs in "
+        "the candidate's process, which can shorten it and under-report its device time by as much, and the parent "
+        "cannot tell (tests/redteam/cuda/shorten_spin.py; kernelrl/evaluation/README.md). A measuring tool only. "
+        "CPU: the parent's clock.")
     device_spin_factor: float = knob(
         3.0, help="clock='device': the spin kernel before a span lasts this many times the host's queueing time of "
         "the span's calls (+0.2 ms). 1.5 left the GPU waiting for the host in some spans (35% and 76% between "
