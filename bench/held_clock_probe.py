@@ -5,10 +5,12 @@ while the GPU is held, and its time is taken from the *parent's* clock: span - t
 round trip. The worker's own events are recorded only to compare.)
 
     python bench/held_clock_probe.py --spans 60 --calls 200        # on a GPU machine, as root (uses another uid)
+    python bench/held_clock_probe.py --uid 0 --chain 100            # one uid; the hold as 100 short spins
 
 Questions it answers on the device: does the interprocess event work across uids (the candidate's sandbox);
 how repeatable is the parent-clock estimate of the worker's device time against its own events; does a worker
-that does not wait (it runs during the hold, time-sliced with the holder's spin) show up as a longer spin.
+that does not wait (it runs during the hold, time-sliced with the holder's spin) show up as a longer hold (one
+cycle-counting spin: no, 2026-11-26; ``--chain``: a chain of short spins, whose gaps would show it).
 Prints one line per mode and writes every span to --out (JSON lines).
 """
 
@@ -21,6 +23,33 @@ import statistics
 import subprocess
 import sys
 import time
+
+
+def _sem(path: str):
+    """A 4 KB file in /dev/shm mapped here and registered with CUDA (mapped, portable): a 32-bit semaphore that a
+    stream can write (cuStreamWriteValue32) and another process's stream can wait on (cuStreamWaitValue32), across
+    uids (file permissions, not CUDA IPC). Returns (device address, libcuda, keep-alive objects)."""
+    import ctypes
+    import mmap
+
+    import torch
+
+    fd = os.open(path, os.O_RDWR)
+    mm = mmap.mmap(fd, 4096)
+    buf = (ctypes.c_char * 4096).from_buffer(mm)
+    addr = ctypes.addressof(buf)
+    rc = torch.cuda.cudart().cudaHostRegister(addr, 4096, 0x01 | 0x02)  # portable | mapped
+    if int(rc) != 0:
+        raise RuntimeError(f"cudaHostRegister: {rc}")
+    lib = ctypes.CDLL("libcuda.so.1")
+    for name in ("cuStreamWaitValue32_v2", "cuStreamWaitValue32", "cuStreamWriteValue32_v2", "cuStreamWriteValue32"):
+        f = getattr(lib, name, None)
+        if f is not None:
+            f.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+            f.restype = ctypes.c_int
+    wait = getattr(lib, "cuStreamWaitValue32_v2", None) or lib.cuStreamWaitValue32
+    write = getattr(lib, "cuStreamWriteValue32_v2", None) or lib.cuStreamWriteValue32
+    return addr, wait, write, (fd, mm, buf)
 
 
 def child(role: str) -> None:
@@ -37,7 +66,20 @@ def child(role: str) -> None:
     for line in sys.stdin:
         h = json.loads(line)
         cmd = h["cmd"]
-        if cmd == "init" and role == "holder":
+        if cmd == "init" and h.get("sem"):
+            torch.zeros(1, device=dev)  # the context, before the semaphore is registered in it
+            state["sem"] = _sem(h["sem"])
+            state["seq"] = 0
+            state["a"], state["b"] = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if role != "holder":
+                x = torch.randn(int(h["k"]), 1024, 2048, device=dev)
+                torch.softmax(x[0], dim=1)
+                state.update(x=x, e0=torch.cuda.Event(enable_timing=True), e1=torch.cuda.Event(enable_timing=True,
+                                                                                               blocking=True))
+            torch.cuda._sleep(1000)
+            torch.cuda.synchronize()
+            reply({"ok": True, "handle": "", "uid": os.getuid()})
+        elif cmd == "init" and role == "holder":
             ev = torch.cuda.Event(enable_timing=False, interprocess=True)
             ev.record()
             torch.cuda.synchronize()
@@ -56,18 +98,31 @@ def child(role: str) -> None:
         elif cmd == "hold":
             a, b = state["a"], state["b"]
             a.record()
-            torch.cuda._sleep(int(h["cycles"]))
+            m = int(h.get("chain") or 1)  # a chain of m short spins: another context's time slices show as gaps
+            for _ in range(m):
+                torch.cuda._sleep(max(1000, int(h["cycles"]) // m))
             b.record()
-            state["ev"].record()
+            if "sem" in state:  # release: the GPU writes the span's number into the shared semaphore
+                addr, _, write, _ = state["sem"]
+                rc = write(torch.cuda.current_stream().cuda_stream, addr, int(h["seq"]), 0)
+                if rc:
+                    raise RuntimeError(f"cuStreamWriteValue32: {rc}")
+            else:
+                state["ev"].record()
             reply({"ok": True})
         elif cmd == "spin":
             state["b"].synchronize()
             reply({"spin_s": state["a"].elapsed_time(state["b"]) / 1e3})
         elif cmd == "go":
-            ev, x, e0, e1 = state["ev"], state["x"], state["e0"], state["e1"]
+            x, e0, e1 = state["x"], state["e0"], state["e1"]
             t0 = time.perf_counter()
-            if h["wait"]:
-                torch.cuda.current_stream().wait_event(ev)
+            if h["wait"] and "sem" in state:
+                addr, wait, _, _ = state["sem"]
+                rc = wait(torch.cuda.current_stream().cuda_stream, addr, int(h["seq"]), 0)  # GEQ
+                if rc:
+                    raise RuntimeError(f"cuStreamWaitValue32: {rc}")
+            elif h["wait"]:
+                torch.cuda.current_stream().wait_event(state["ev"])
             e0.record()
             for i in range(int(h["n"])):
                 torch.softmax(x[i], dim=1)
@@ -85,6 +140,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--uid", type=int, default=3_123_457, help="the timed worker's uid when run as root")
     ap.add_argument("--out", default="held_clock.jsonl")
+    ap.add_argument("--chain", type=int, default=1, help="the hold as a chain of this many short spins")
+    ap.add_argument("--sem", action="store_true", help="release through a semaphore in shared host memory "
+                    "(cuStreamWriteValue32 / cuStreamWaitValue32) instead of an interprocess event")
     a = ap.parse_args()
     if a.role:
         child(a.role)
@@ -101,23 +159,33 @@ def main() -> int:
         p.stdin.flush()
         return json.loads(p.stdout.readline())
 
+    sem = None
+    if a.sem:
+        sem = f"/dev/shm/kernelrl-held-{os.getpid()}"
+        with open(sem, "wb") as f:
+            f.write(b"\0" * 4096)
+        os.chmod(sem, 0o666)
     holder = start("holder", None)
-    hh = ask(holder, {"cmd": "init"})
+    hh = ask(holder, {"cmd": "init", "sem": sem})
     cand = start("cand", a.uid)
     try:
-        hc = ask(cand, {"cmd": "init", "handle": hh["handle"], "k": a.calls})
+        hc = ask(cand, {"cmd": "init", "handle": hh["handle"], "k": a.calls, "sem": sem})
     except Exception as e:  # noqa: BLE001
-        print(f"interprocess event across uids failed: {e!r}")
+        print(f"the timed worker could not open the holder's release ({'semaphore' if sem else 'event'}): {e!r}")
         return 1
-    print(f"holder uid {hh['uid']}, worker uid {hc['uid']}: interprocess event opened")
+    how = "semaphore mapped" if sem else "interprocess event opened"
+    print(f"holder uid {hh['uid']}, worker uid {hc['uid']}: {how}")
     rows = []
     out = open(a.out, "w")
 
+    seq = [0]
+
     def span(n: int, wait: bool, cycles: int) -> dict:
+        seq[0] += 1
         t0 = time.perf_counter()
-        ask(holder, {"cmd": "hold", "cycles": cycles})
+        ask(holder, {"cmd": "hold", "cycles": cycles, "chain": a.chain, "seq": seq[0]})
         t1 = time.perf_counter()
-        r = ask(cand, {"cmd": "go", "n": n, "wait": wait})
+        r = ask(cand, {"cmd": "go", "n": n, "wait": wait, "seq": seq[0]})
         t2 = time.perf_counter()
         s = ask(holder, {"cmd": "spin"})["spin_s"]
         row = {"n": n, "wait": wait, "cycles": cycles, "hold_rt": t1 - t0, "go_wall": t2 - t1, "spin": s, **r}
@@ -157,6 +225,8 @@ def main() -> int:
     out.close()
     for p in (holder, cand):
         p.kill()
+    if sem:
+        os.unlink(sem)
     return 0
 
 
