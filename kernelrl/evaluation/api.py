@@ -835,7 +835,9 @@ def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_bloc
     - **The spin ran** (version 6): a span cannot end before its spin, its device time and a round trip. A
       candidate whose parent-clock span is shorter than the reference's spin + the device time it claims + the
       reference's least round trip (beyond the spin's and the round trip's measured jitter) skipped or shortened
-      the spin and under-reports its device time: its whole span counts, less that round trip.
+      the spin and under-reports its device time: its whole span counts, less that round trip. This catches
+      claims the span cannot hold, not all lies: a spin shortened by x with the device time under-reported by the
+      same x gives an honest-looking span (``tests/redteam/cuda/shorten_spin.py``): why this clock is no reward.
     - **Work outside the events** (side streams, a patched timer): what its parent-clock span holds beyond the
       spin and its device time (``outside``) is compared with the reference's; the excess beyond 3 robust
       standard deviations of the reference's (at least 20 us, at most ``cap`` of the device time it reports) is
