@@ -729,6 +729,9 @@ def test_identical_candidate_is_not_dragged_down_by_its_first_blocks():
     # the host probe (diagnostic): one per counted block, summarised, and read by bench/analyze_rounds.py
     raw = r.timing["rounds_raw"]
     assert len(raw["host_probe"]) == len(raw["harness_ref"]) == r.timing["blocks"] - r.timing["warmup_blocks"]
+    # the harness phases' CPU time from the kernel's clock (diagnostic), per counted block, both sides
+    assert len(raw["harness_cpu_ref"]) == len(raw["harness_cpu_cand"]) == len(raw["harness_ref"])
+    assert min(raw["harness_cpu_ref"] + raw["harness_cpu_cand"]) > 0 and r.timing["ref_harness_cpu_ms"] > 0
     assert r.timing["host_probe"]["py_us"] > 0 and r.timing["host_probe"]["py_spread"] >= 0
     import importlib.util
 

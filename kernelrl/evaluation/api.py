@@ -317,6 +317,7 @@ class _Session:
         # Harness seconds a timing block adds to each side beyond its stage and digest (see go, drain_for_ref):
         # both sides' parent-timed quiesce, and the candidate's leftover GPU work drained before the reference runs.
         self.extra = {"ref": 0.0, "cand": 0.0}
+        self.harness_cpu = {"ref": 0.0, "cand": 0.0}  # CPU seconds of stage + digest (kernel clock; diagnostic)
         self.spares_used = 0
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
@@ -505,10 +506,13 @@ class _Session:
         else:
             self.settle_cand()
         self.hold(worker)
+        c0 = worker.cpu_seconds()
         t0 = time.perf_counter()
         self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=worker is self.ref,
                   hold=False)
-        return time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self.harness_cpu["ref" if worker is self.ref else "cand"] += worker.cpu_seconds() - c0
+        return dt
 
     def go(self, worker: WorkerProcess, n: int, timeout: float, expect_s: float = 0.0,
            device_spin_s: float | None = None) -> tuple[float, float, dict]:
@@ -565,10 +569,13 @@ class _Session:
         else:
             self.settle_cand()
         self.hold(worker)
+        c0 = worker.cpu_seconds()
         t0 = time.perf_counter()
         h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed, "calls": calls}, timeout=timeout,
                          harness=worker is self.ref, hold=False)
-        return time.perf_counter() - t0, h
+        dt = time.perf_counter() - t0
+        self.harness_cpu["ref" if worker is self.ref else "cand"] += worker.cpu_seconds() - c0
+        return dt, h
 
     def ref_block(self, k: int, spans: int, expect_s: float = 0.0, device_spin_s: float | None = None,
                   replies: list | None = None) -> list[float]:
@@ -964,6 +971,9 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     B = cal.spans
     go = {"ref": [], "cand": []}
     harness = {"ref": [], "cand": []}
+    # CPU seconds of each side's stage + digest per span (the kernel's per-process clock; diagnostic, version 6):
+    # the same harness code on both sides, so unlike the spans its CPU time should move with the host alike
+    harness_cpu = {"ref": [], "cand": []}
     waits: list[float] = []
     probes: list[dict] = []  # host_probe, per counted block
     ref_first: list[bool] = []
@@ -1002,6 +1012,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             s._req(s.ref, {"cmd": "heat", "ms": cfg.heat_ms}, timeout=s._left(60), harness=True)
         h_time = {}
         s.extra = {"ref": 0.0, "cand": 0.0}
+        s.harness_cpu = {"ref": 0.0, "cand": 0.0}
         for w in s.rng.sample(both, 2):
             h_time[w.role] = s.stage(w, k * B, seed, tmo[w.role])
         pairs = []
@@ -1075,6 +1086,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             block_of.append(len(harness["ref"]))
         for role in ("ref", "cand"):
             harness[role].append(h_time[role] / B)  # per timed span, to compare with the spans
+            harness_cpu[role].append(s.harness_cpu[role] / B)
         if cfg.host_probe:
             probes.append(probe)
         m = len(go["ref"])
@@ -1099,7 +1111,9 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     if cfg.keep_rounds:  # raw parent-clock seconds, for analysis of the estimator (bench/analyze_rounds.py)
         st_raw = {"ref": [[round(g, 7), 0.0] for g in go["ref"]], "cand": [[round(g, 7), 0.0] for g in go["cand"]],
                   "ref_first": ref_first, "harness_ref": [round(x, 7) for x in harness["ref"]],
-                  "harness_cand": [round(x, 7) for x in harness["cand"]], "host_probe": probes}
+                  "harness_cand": [round(x, 7) for x in harness["cand"]], "host_probe": probes,
+                  "harness_cpu_ref": [round(x, 7) for x in harness_cpu["ref"]],
+                  "harness_cpu_cand": [round(x, 7) for x in harness_cpu["cand"]]}
     info = {"stop": stop, "timing_s": round(time.monotonic() - t_start, 3), "audits": audits, "blocks": blocks,
             "warmup_blocks": warmup_blocks,
             "spans_per_block": B,
@@ -1107,6 +1121,8 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             "quiesce_wait_ms_median": round(statistics.median(waits) * 1e3, 3) if waits else 0.0,
             "ref_harness_ms": round(statistics.median(harness["ref"]) * 1e3, 4),
             "cand_harness_ms": round(statistics.median(harness["cand"]) * 1e3, 4),
+            **{f"{r}_harness_cpu_ms": round(statistics.median(harness_cpu[r]) * 1e3, 4) if harness_cpu[r] else 0.0
+               for r in ("ref", "cand")},
             **bucket_stats(ratios, cfg.buckets).to_dict()}
     if device_clock:
         med_ms = lambda xs: round(statistics.median(xs) * 1e3, 5) if xs else None  # noqa: E731
