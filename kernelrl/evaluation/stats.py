@@ -170,6 +170,14 @@ class PairedStats:
                 "median_ratio": round(self.median_ratio, 5)}
 
 
+def _paired(ref_go, cand_go, ref_harness, cand_harness, block_of):
+    """(pairs, blocks with harness times, block of each pair, the candidate's harness excess per block)."""
+    n = min(len(ref_go), len(cand_go))
+    nh = min(len(ref_harness), len(cand_harness))
+    block_of = list(block_of) if block_of is not None else list(range(n))
+    return n, nh, block_of, [cand_harness[b] - ref_harness[b] for b in range(nh)]
+
+
 def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[float], cand_harness: list[float],
                  k: int, overhead: float = 0.0, block_of: list[int] | None = None,
                  estimator: str = "hl", span_cap: float = 0.2) -> PairedStats:
@@ -196,12 +204,9 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
     agreed within ~2% while the level moved by up to 20% from block to block (the GPU's clock, the staged
     memory), so pairs of one block are not independent, and an interval over pairs was too narrow (a Softmax
     repeat claimed 14% over its 10x longer run)."""
-    n = min(len(ref_go), len(cand_go))
-    nh = min(len(ref_harness), len(cand_harness))
+    n, nh, block_of, excess = _paired(ref_go, cand_go, ref_harness, cand_harness, block_of)
     if n == 0:
         return PairedStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    block_of = list(block_of) if block_of is not None else list(range(n))
-    excess = [cand_harness[b] - ref_harness[b] for b in range(nh)]
     if nh:
         ref_med = statistics.median(ref_harness[:nh])
         ref_mad = statistics.median(abs(x - ref_med) for x in ref_harness[:nh])
@@ -270,12 +275,9 @@ def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[f
     whose moves straddle the threshold loses its high blocks and is charged the truncated mean of the rest.
     On totals, work moved between spans or blocks changes nothing. ``work_moved_out`` (fatal) still compares
     the median excess of all blocks with the candidate's span."""
-    n = min(len(ref_go), len(cand_go))
-    nh = min(len(ref_harness), len(cand_harness))
+    n, nh, block_of, excess = _paired(ref_go, cand_go, ref_harness, cand_harness, block_of)
     if n == 0:
         return PairedStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    block_of = list(block_of) if block_of is not None else list(range(n))
-    excess = [cand_harness[b] - ref_harness[b] for b in range(nh)]
     ref_med = statistics.median(ref_harness[:nh]) if nh else 0.0
     sigma = math.sqrt(2) * 1.4826 * statistics.median(abs(x - ref_med) for x in ref_harness[:nh]) if nh else 0.0
     sigma = max(sigma, 0.01 * ref_med)
