@@ -131,7 +131,7 @@ class PairedStats:
     median_ratio: float = 0.0  # diagnostic: the plain median of the per-pair ratios
     cand_span_per_call: float = 0.0  # median over blocks of the candidate's own span (no charge, overhead off)
     noise_per_call: float = 0.0  # 3 standard errors of the median harness excess (honest noise), per call
-    dropped_blocks: int = 0  # paired_totals: blocks left out for a harness excess beyond 3 sigma
+    dropped_blocks: int = 0  # paired_totals: blocks left out of the totals (the tenth with the largest excess)
 
     @property
     def work_moved_out(self) -> bool:
