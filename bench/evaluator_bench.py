@@ -224,7 +224,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=None, help="Timing cap per evaluation (default: EvalConfig).")
     ap.add_argument("--correctness-trials", type=int, default=None)
-    ap.add_argument("--clock", default=None, choices=("host", "device"), help="EvalConfig.clock (default: its own).")
+    ap.add_argument("--clock", default=None, choices=("host", "device", "held"),
+                    help="EvalConfig.clock (default: its own).")
     ap.add_argument("--long-factor", type=float, default=10.0)
     ap.add_argument("--max-minutes", type=float, default=9.0)
     ap.add_argument("--prebuild-only", action="store_true", help="Only build the extensions (e.g. on other cores "

@@ -6,7 +6,8 @@
 # to $OUT/ccache.tgz for the next call to carry as .ccache/ccache.tgz), floor (bench/gpu_noise_floor.py: a plain
 # in-process paired timer, the yardstick), variants (bench/timing_variants.py with $VARIANT_ARGS), redteam (the
 # CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS), modes (bench/timer_modes.py with
-# $MODES_ARGS: wall clock, blocked GPU clock and CUDA graphs side by side).
+# $MODES_ARGS: wall clock, blocked GPU clock and CUDA graphs side by side), held (bench/held_clock_check.py with
+# $HELD_ARGS: one pair a few times per clock, with the held clock's keys).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -54,6 +55,9 @@ for part in ${PARTS:-redteam bench}; do
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
       timeout "${REDTEAM_TIMEOUT:-240}" python3 -m pytest -q -s -p no:cacheprovider -m gpu \
         ${REDTEAM_K:+-k "$REDTEAM_K"} tests/redteam/test_redteam_cuda.py 2>&1 | tee "$OUT/redteam_cuda.log" ;;
+    held)
+      timeout "${HELD_TIMEOUT:-200}" python3 bench/held_clock_check.py --out "$OUT/held.jsonl" ${HELD_ARGS:-} 2>&1 \
+        | tee "$OUT/held.log" ;;
     modes)
       timeout "${MODES_TIMEOUT:-500}" python3 bench/timer_modes.py --out "$OUT/modes" ${MODES_ARGS:-} 2>&1 \
         | tee "$OUT/modes.log" ;;

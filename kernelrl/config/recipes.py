@@ -164,8 +164,8 @@ def validate_values(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.device: expected cpu, cuda, cuda:N or auto, got {d!r}")
         if obj.estimator not in ("hl", "median"):
             raise ConfigError(f"{where}.estimator: expected hl or median, got {obj.estimator!r}")
-        if obj.clock not in ("host", "device"):
-            raise ConfigError(f"{where}.clock: expected host or device, got {obj.clock!r}")
+        if obj.clock not in ("host", "device", "held"):
+            raise ConfigError(f"{where}.clock: expected host, device or held, got {obj.clock!r}")
 
 
 def list_recipes() -> list[str]:

@@ -44,6 +44,7 @@ from kernelrl.config.devices import resolve_device
 from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
+from kernelrl.evaluation.held import HeldBook, Phase, Semaphores, held_info, hold_plan, pair_times
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, keep_off_cores,
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
@@ -319,6 +320,18 @@ class _Session:
         self.extra = {"ref": 0.0, "cand": 0.0}
         self.harness_cpu = {"ref": 0.0, "cand": 0.0}  # CPU seconds of stage + digest (kernel clock; diagnostic)
         self.spares_used = 0
+        # EvalConfig.clock = "held" (kernelrl/evaluation/held.py): the holder process, the semaphore pages, each
+        # side's last phase number, the holder's spin rate and its queueing time per spin of a chain
+        self.holder: WorkerProcess | None = None
+        self.sems: Semaphores | None = None
+        self.seq = {"ref": 0, "cand": 0}
+        self.spin_rate = 0.0
+        self.holder_q: list[float] = []
+        self.book = HeldBook()
+        # each side's host queueing time per kind of held phase, as its replies say (a hold outlasts it; the
+        # candidate's counts up to 10x the reference's); queue0: the first estimate (unheld parent-clock seconds)
+        self.queue = {kind: {"ref": [], "cand": []} for kind in ("go", "stage", "digest")}
+        self.queue0 = {"go": 1e-3, "stage": 1e-3, "digest": 1e-3}
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
 
@@ -348,11 +361,20 @@ class _Session:
             else:
                 w = WorkerProcess(role, cache_dir=cache, module_source=source, **common)
             setattr(self, role, w)
+        if _held_clock(self):
+            w = SPARES.take("holder", common) if use_spares else None
+            self.holder = w if w is not None else WorkerProcess("holder", cache_dir=None, **common)
+            self.sems = Semaphores(self.cand.uid)
         h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),
                                         "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed,
                                         "train_mode": self.cfg.train_mode},
                              timeout=self.cfg.max_wall_s, harness=True)
         pin_threads(self.ref.pid, self.cpus)
+        if self.holder is not None:
+            hh, _ = self._req(self.holder, {"cmd": "holder", "device": self.device, "paths": self.sems.paths},
+                              timeout=self._left(120), harness=True, hold=False)
+            self.spin_rate = float(hh["spin_rate"])
+            self._req(self.ref, {"cmd": "sem", "path": self.sems.paths["ref"]}, timeout=self._left(60), harness=True)
         self.init_inputs = h["init_inputs"]
         self.template = h["template"]
         self.state_names, self.state = h["state_names"], state
@@ -377,6 +399,8 @@ class _Session:
                                   h.get("traceback"), self.cand.module_path),
                                   executable=False)
         self._req(self.cand, {"cmd": "load_state", "names": self.state_names}, self.state, timeout=self._left(60))
+        if self.holder is not None:
+            self._req(self.cand, {"cmd": "sem", "path": self.sems.paths["cand"]}, timeout=self._left(60))
         pin_threads(self.cand.pid, self.cpus)
         return h
 
@@ -498,6 +522,51 @@ class _Session:
         dq, _ = self._quiesce(self.cand, 0.0)
         self.extra["cand"] += dq
 
+    def held(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float, expect_s: float = 0.0
+             ) -> tuple[dict, Phase]:
+        """One held phase (EvalConfig.clock = "held"; kernelrl/evaluation/held.py): the holder queues its hold
+        (a chain of short spins, ~``hold_s``) and GO, then the worker runs ``header`` with the phase's number (its
+        stream waits for GO, writes DONE after its work); the parent then writes DONE itself (a worker that never
+        did cannot stall the holder) and reads the holder's events. The worker's CPU time comes from the kernel.
+        The caller froze or thawed the other side first. Returns (the worker's reply, the Phase)."""
+        is_ref = worker is self.ref
+        side = "ref" if is_ref else "cand"
+        self.seq[side] += 1
+        seq = self.seq[side]
+        q_spin = statistics.median(self.holder_q) if self.holder_q else 5e-6
+        cycles, chain, nominal = hold_plan(hold_s, 0.0, 1.0, self.spin_rate)
+        cycles, chain, nominal = hold_plan(hold_s, chain * q_spin, 1.0, self.spin_rate)
+        saved = keep_off_cores(self.cpus) if self.spin else None
+        try:
+            c0 = worker.cpu_seconds()
+            t0 = time.perf_counter()
+            hh, _ = self._req(self.holder, {"cmd": "hold", "side": side, "seq": seq, "cycles": cycles,
+                                            "chain": chain}, timeout=self._left(60), harness=True, hold=False,
+                              spin_s=0.01)
+            try:
+                reply, _ = self._req(worker, {**header, "held": seq}, timeout=timeout, harness=is_ref, hold=False,
+                                     spin_s=(3 * (expect_s + nominal) + 0.005) if self.spin else 0.0)
+                wall = time.perf_counter() - t0
+                cpu = worker.cpu_seconds() - c0
+            finally:
+                self.sems.done(side, seq)
+        finally:
+            restore_affinity(saved)
+        hm, _ = self._req(self.holder, {"cmd": "held"}, timeout=self._left(60), harness=True, hold=False)
+        self.holder_q.append(_reply_seconds(hh, "queued_s", 0.0) / chain)
+        del self.holder_q[:-64]
+        return reply, Phase(wall=wall, hold=float(hm["hold_s"]), work=float(hm["work_s"]), cpu=cpu, nominal=nominal)
+
+    def held_harness(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float) -> tuple[dict, Phase]:
+        """A held harness phase (stage, digest): the candidate's leftover GPU work is drained first before the
+        reference's (drain_for_ref; only what the reference waited for it is charged, to the candidate)."""
+        if worker is self.ref:
+            self.hold(self.ref)
+            _, drained = self._quiesce(self.ref, 0.0) if self.cand_code_ran else (0.0, 0.0)
+            self.extra["cand"] += drained
+        self.hold(worker)
+        return self.held(worker, header, timeout, hold_s)
+
     def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
         """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock; the
         other side is frozen or thawed before the clock starts: that listing is no part of either side's harness)."""
@@ -512,10 +581,12 @@ class _Session:
                   hold=False)
         dt = time.perf_counter() - t0
         self.harness_cpu["ref" if worker is self.ref else "cand"] += worker.cpu_seconds() - c0
+        if worker is self.ref:
+            self.queue0["stage"] = dt
         return dt
 
     def go(self, worker: WorkerProcess, n: int, timeout: float, expect_s: float = 0.0,
-           device_spin_s: float | None = None) -> tuple[float, float, dict]:
+           device_spin_s: float | None = None, hold_s: float | None = None) -> tuple[float, float, dict]:
         """The timed span: the next ``n`` staged calls and a device-wide sync. Before it, outside the span, the
         worker waits until the device has drained any work the other side left queued (``quiesce``; on CUDA;
         this also takes the GPU's context switch off the clock) and then busy-polls for the ``go``, while the
@@ -523,7 +594,10 @@ class _Session:
         ``expect_s``: the span's expected length (how long the parent spins before blocking). Returns (seconds,
         seconds spent draining, the worker's reply). ``device_spin_s`` (EvalConfig.clock = "device"): the worker
         also times the calls on the device's clock behind a spin kernel this long; its reply then holds dev_s,
-        spin_done_s and queued_s, and the parent's seconds stay the check on them."""
+        spin_done_s and queued_s, and the parent's seconds stay the check on them. ``hold_s`` (EvalConfig.clock =
+        "held"): the span is a held phase (``held``): the reply then carries the Phase under "phase", and the
+        quiesce's own round trip is no part of either side's harness (only what the reference waited for the
+        candidate is)."""
         is_ref = worker is self.ref
         spin = self.spin
         waited = 0.0
@@ -539,8 +613,12 @@ class _Session:
             # queued without a sync (its harness patched) and that ran while a worker waited here was on no clock.
             dq, waited = self._quiesce(worker, 0.05 if spin else 0.0)
             role = "ref" if is_ref else "cand"
-            self.extra[role] += dq - waited
+            if hold_s is None:
+                self.extra[role] += dq - waited
             self.extra["cand"] += waited
+        if hold_s is not None:
+            reply, ph = self.held(worker, {"cmd": "go", "n": n}, timeout, hold_s, expect_s)
+            return ph.wall, waited, {**reply, "phase": ph}
         # While it spins, this thread keeps off the timing cores (it would take one from the worker being timed);
         # only around the span: pinned for longer, torch's CPU thread pool in this process (the comparisons) ran
         # 10x slower, its threads waiting on one core.
@@ -575,6 +653,8 @@ class _Session:
                          harness=worker is self.ref, hold=False)
         dt = time.perf_counter() - t0
         self.harness_cpu["ref" if worker is self.ref else "cand"] += worker.cpu_seconds() - c0
+        if worker is self.ref:
+            self.queue0["digest"] = dt
         return dt, h
 
     def ref_block(self, k: int, spans: int, expect_s: float = 0.0, device_spin_s: float | None = None,
@@ -591,6 +671,40 @@ class _Session:
             if replies is not None:
                 replies.append(reply)
         self.digest(self.ref, self.rng.randrange(2**40), [], tmo)
+        return out
+
+    def note_queue(self, kind: str, worker: WorkerProcess, reply: dict) -> None:
+        v = reply.get("queued_s")
+        if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0:
+            q = self.queue[kind]["ref" if worker is self.ref else "cand"]
+            q.append(float(v))
+            del q[:-16]
+
+    def holds(self) -> dict[str, float]:
+        """Hold seconds per kind of held phase for the next block (both sides alike): device_spin_factor x the
+        host's queueing time, the larger of the two sides' (the candidate's at most 10x the reference's)."""
+        out = {}
+        for kind, q in self.queue.items():
+            r = statistics.median(q["ref"]) if q["ref"] else self.queue0[kind]
+            c = statistics.median(q["cand"]) if q["cand"] else r
+            out[kind] = self.cfg.device_spin_factor * max(r, min(c, 10 * r))
+        return out
+
+    def ref_block_held(self, k: int, spans: int) -> list[float]:
+        """ref_block on the held clock: the reference's GPU seconds of ``spans`` held spans of ``k`` calls."""
+        tmo = self._left(self.cfg.max_wall_s)
+        hold = self.holds()
+        hs, _ = self.held_harness(self.ref, {"cmd": "stage", "seed": self.rng.randrange(2**31), "k": k * spans},
+                                  tmo, hold["stage"])
+        self.note_queue("stage", self.ref, hs)
+        out = []
+        for _ in range(spans):
+            _, _, reply = self.go(self.ref, k, tmo, self.queue0["go"], hold_s=hold["go"])
+            self.note_queue("go", self.ref, reply)
+            out.append(reply["phase"].work)
+        hd, _ = self.held_harness(self.ref, {"cmd": "digest", "dseed": self.rng.randrange(2**40), "calls": []}, tmo,
+                                  hold["digest"])
+        self.note_queue("digest", self.ref, hd)
         return out
 
     def ping(self) -> float:
@@ -681,10 +795,13 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
         result.speedup = 0.0
         result.error = f"evaluator error: {type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"
     finally:
-        known = {w.pid for w in (s.ref, s.cand) if w is not None}
+        known = {w.pid for w in (s.ref, s.cand, s.holder) if w is not None}
         leftovers = s.cand.close() if s.cand is not None else []
-        if s.ref is not None:
-            s.ref.close()
+        for w in (s.ref, s.holder):
+            if w is not None:
+                w.close()
+        if s.sems is not None:
+            s.sems.close()
         leftovers += kill_orphans(known | before)
         if leftovers:
             result.flag("leftover-processes")
@@ -794,12 +911,21 @@ def _calibrate(s: _Session) -> _Calibration:
             break
     ref_baseline = max(statistics.median(s.ref_block(k, spans, expect_s=t1 * k)) - overhead, 1e-9) / k
     cal = _Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem)
+    if _held_clock(s):
+        s.queue0["go"] = ref_baseline * k
+        s.ref_block_held(k, spans)  # the queueing times that size the holds
+        cal.ref_dev_baseline = statistics.median(s.ref_block_held(k, spans)) / k
     if _device_clock(s):
         replies: list[dict] = []
         cal.ref_dev_baseline = statistics.median(
             s.ref_block(k, spans, t1 * k, _device_spin(cfg, ref_baseline * k), replies)) / k
         cal.ref_queue = statistics.median(_reply_seconds(r, "queued_s", ref_baseline * k) for r in replies)
     return cal
+
+
+def _held_clock(s: _Session) -> bool:
+    """EvalConfig.clock = "held" applies on CUDA (kernelrl/evaluation/held.py); elsewhere the parent's clock."""
+    return s.cfg.clock == "held" and s.device.startswith("cuda")
 
 
 def _device_clock(s: _Session) -> bool:
@@ -988,10 +1114,13 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     # checked against the parent's own seconds pair by pair (_device_times). ``queued``: each side's host
     # queueing time per span (the spin's length follows it).
     device_clock = _device_clock(s)
-    ovh = 0.0 if device_clock else cal.overhead
+    # EvalConfig.clock = "held" (kernelrl/evaluation/held.py): every phase of the block is held by the holder and
+    # timed on its GPU events; each pair's times (and the candidate's charges) come from held.pair_times
+    held = _held_clock(s)
+    ovh = 0.0 if device_clock or held else cal.overhead
 
     def stats_of(go, harness, k, block_of) -> PairedStats:
-        if device_clock:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
+        if device_clock or held:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
             return paired_totals(go["ref"], go["cand"], harness["ref"], harness["cand"], k, block_of)
         return paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
                             estimator=cfg.estimator, span_cap=cfg.harness_allowance)
@@ -1013,8 +1142,16 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         h_time = {}
         s.extra = {"ref": 0.0, "cand": 0.0}
         s.harness_cpu = {"ref": 0.0, "cand": 0.0}
+        hold = s.holds() if held else {}
+        phases: dict[str, dict] = {"stage": {}, "digest": {}}
         for w in s.rng.sample(both, 2):
-            h_time[w.role] = s.stage(w, k * B, seed, tmo[w.role])
+            if held:
+                hs, phases["stage"][w.role] = s.held_harness(w, {"cmd": "stage", "seed": seed, "k": k * B},
+                                                             tmo[w.role], hold["stage"])
+                s.note_queue("stage", w, hs)
+                h_time[w.role] = 0.0
+            else:
+                h_time[w.role] = s.stage(w, k * B, seed, tmo[w.role])
         pairs = []
         # Strict alternation (R C R C ... or C R C R ..., the first side drawn per block): every span follows a
         # span of the other side, so both sides are timed in the same condition (caches just used by the other
@@ -1027,12 +1164,18 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         for i in range(B):
             t, replies = {}, {}
             for w in order:
-                t[w.role], waited, replies[w.role] = s.go(w, k, tmo[w.role], expect[w.role] + (spin or 0.0), spin)
-                walls[w.role].append(t[w.role])
+                t[w.role], waited, replies[w.role] = s.go(w, k, tmo[w.role], expect[w.role] + (spin or 0.0), spin,
+                                                          hold_s=hold.get("go"))
+                walls[w.role].append(t[w.role] - (replies[w.role]["phase"].nominal if held else 0.0))
                 if waited:
                     waits.append(waited)
+                if held:
+                    s.note_queue("go", w, replies[w.role])
             if device_clock:
                 t = _device_times(t, replies, spin, dev_info, q_block, cfg.harness_allowance)
+            elif held:
+                t["ref"], t["cand"], _ = pair_times("go", replies["ref"]["phase"], replies["cand"]["phase"], s.book,
+                                                    cfg.harness_allowance)
             pairs.append((t["ref"], t["cand"], order[0] is s.ref))
         for role in ("ref", "cand"):
             expect[role] = statistics.median(walls[role]) - (spin or 0.0)
@@ -1042,8 +1185,21 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         dseed = s.rng.randrange(2**40)
         reply = {}
         for w in s.rng.sample(both, 2):
-            dt, reply[w.role] = s.digest(w, dseed, calls, tmo[w.role])
-            h_time[w.role] += dt
+            if held:
+                reply[w.role], phases["digest"][w.role] = s.held_harness(
+                    w, {"cmd": "digest", "dseed": dseed, "calls": calls}, tmo[w.role], hold["digest"])
+                s.note_queue("digest", w, reply[w.role])
+            else:
+                dt, reply[w.role] = s.digest(w, dseed, calls, tmo[w.role])
+                h_time[w.role] += dt
+        if held:  # GPU seconds of both harness phases; the candidate's with its charges (held.pair_times)
+            for kind in ("stage", "digest"):
+                tr, tc, _ = pair_times(kind, phases[kind]["ref"], phases[kind]["cand"], s.book,
+                                       cfg.harness_allowance)
+                h_time["ref"] += tr
+                h_time["cand"] += tc
+                for role in ("ref", "cand"):
+                    s.harness_cpu[role] += phases[kind][role].cpu
         for role in h_time:  # the quiesce requests, and the candidate's leftover GPU work drained for it
             h_time[role] += s.extra[role]
         bad = compare_digests(reply["ref"], reply["cand"], calls)
@@ -1071,6 +1227,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                     for role in expect:
                         expect[role] *= k_new / k
                         queued[role] *= k_new / k
+                        s.queue["go"][role] = [q * k_new / k for q in s.queue["go"][role]]
                     result.timing["calls_per_round_at_calibration"] = k
                     k = cal.k = k_new
                     prev_spans, settled = None, False
@@ -1124,6 +1281,14 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             **{f"{r}_harness_cpu_ms": round(statistics.median(harness_cpu[r]) * 1e3, 4) if harness_cpu[r] else 0.0
                for r in ("ref", "cand")},
             **bucket_stats(ratios, cfg.buckets).to_dict()}
+    if held:
+        info.update(held_info(s.book, k))
+        cand_med = statistics.median(go["cand"]) if go["cand"] else 0.0
+        ch = s.book.charged
+        if ch["stretch"] and statistics.fmean([a + b for a, b in zip(ch["stretch"], ch["outside"])]) > 0.05 * cand_med:
+            info["held_clock_disagrees"] = True
+        if ch["cpu"] and statistics.fmean(ch["cpu"]) > 0.05 * cand_med:
+            info["host_bound"] = True
     if device_clock:
         med_ms = lambda xs: round(statistics.median(xs) * 1e3, 5) if xs else None  # noqa: E731
         n_spans = max(1, len(dev_info["outside_ref"]))
@@ -1179,6 +1344,8 @@ def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedS
         result.flag("work-outside-timing")
     if info.get("device_clock_disagrees"):
         result.flag("device-clock-disagrees")
+    if info.get("held_clock_disagrees"):
+        result.flag("held-clock-disagrees")
     if info.get("host_bound"):
         result.flag("host-bound")
     if st.rel_halfwidth > cfg.spread_threshold:
@@ -1189,7 +1356,12 @@ def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedS
     s.cand.freeze()
     if kill_orphans({w.pid for w in (s.ref, s.cand)} | s.before):
         result.flag("leftover-processes")
-    if _device_clock(s):  # the same clock as the paired spans (st.ref_per_call)
+    if _held_clock(s):  # the same clock as the paired spans (st.ref_per_call)
+        post = s.ref_block_held(k, cal.spans)
+        s.cand.thaw()
+        ref_post = max(statistics.median(post), 1e-9) / k
+        slowdown = st.ref_per_call / max(cal.ref_dev_baseline, ref_post)
+    elif _device_clock(s):  # the same clock as the paired spans (st.ref_per_call)
         post = s.ref_block(k, cal.spans, cal.ref_baseline * k, _device_spin(cfg, cal.ref_baseline * k))
         s.cand.thaw()
         ref_post = max(statistics.median(post), 1e-9) / k

@@ -30,9 +30,13 @@ FLAGS: dict[str, str] = {
     "device-clock-disagrees": "clock='device': the parent's clock saw the candidate's spans take markedly longer "
     "than its device time (work on another stream, a patched timer; the excess is charged to its time), or "
     "shorter than the spin plus the device time it claimed (a skipped spin; the whole span is charged)",
-    "host-bound": "clock='device': the candidate's CPU time in its spans (read from the kernel) exceeded both the "
-    "reference's and its own device time; the excess is charged to its time (host work while the spin held the "
-    "GPU, or dispatch heavier than the reference's); information",
+    "held-clock-disagrees": "clock='held': the candidate's spans took markedly longer than the GPU time the "
+    "holder measured: the holder's hold stretched (the candidate ran on the GPU during it instead of waiting) or "
+    "the parent's clock saw work after the holder's end event (DONE written early, another stream); the excess is "
+    "charged to its time; information",
+    "host-bound": "clock='device' or 'held': the candidate's CPU time in its spans (read from the kernel) "
+    "exceeded both the reference's and its own GPU time; the excess is charged to its time (host work while "
+    "the spin or hold kept the GPU, or dispatch heavier than the reference's); information",
     "work-outside-timing": "the candidate's harness excess (median over blocks) was larger than its own timed "
     "spans and beyond the reference's harness noise: most of its cost fell outside the clock (a patched harness "
     "computing while inputs are staged, work deferred into the digest, a no-op synchronize; or outputs kept "

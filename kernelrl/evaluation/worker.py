@@ -22,6 +22,7 @@ import traceback
 
 import torch
 
+from kernelrl.evaluation.held import SEM_DONE, SEM_GO
 from kernelrl.evaluation.ipc import Channel
 
 _perf = time.perf_counter  # bound before any candidate code runs (which may patch time.perf_counter)
@@ -84,7 +85,20 @@ _cuda_sync = getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchron
 
 def _sync() -> None:
     if _device().type == "cuda":
+        _held_settle()
         _cuda_sync()  # the whole device (every stream of this process), not one stream
+
+
+def _held_settle() -> None:
+    """End of a held phase's GPU work (see _held_done): DONE is written, then the worker *sleeps* until its stream
+    is through (a blocking event), so its CPU time in the phase, which the parent reads from the kernel, is its
+    host work and no busy-wait. Nothing when no held phase is open."""
+    if "held_seq" not in STATE:
+        return
+    _held_done()
+    ev = _event(blocking=True)
+    _record(ev)
+    ev.synchronize()
 
 
 # The device clock (EvalConfig.clock = "device"), bound before any candidate code runs: CUDA events, the current
@@ -119,6 +133,133 @@ def _spin_rate() -> float:
         b.synchronize()
         rate = STATE["spin_rate"] = a.elapsed_time(b) / 1e3 / 2_000_000
     return rate
+
+
+# The held clock (EvalConfig.clock = "held"): a trusted holder process of the parent's (role "holder", our code
+# only) times every held phase of a worker (a timed span, staging, the digest) on the GPU's clock, in its own
+# CUDA context. Per side, one 4 KB file in /dev/shm mapped here and registered with CUDA holds two 32-bit
+# semaphores: GO (the holder's stream writes the phase's number after a chain of short spins that holds the GPU
+# while this worker queues the phase's work) and DONE (this worker's stream writes it after the work; the
+# holder's stream waits for it and records its end event). Across uids: file permissions, not CUDA IPC. A
+# worker that skips the wait runs in the chain's gaps and lengthens the holder's hold (charged); one that writes
+# DONE early leaves work past the holder's end event, which the parent's clock around the phase shows (charged).
+
+
+def _stream_value_fns():
+    """libcuda's cuStreamWaitValue32 / cuStreamWriteValue32 (the _v2 names where the driver has them)."""
+    import ctypes
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    fns = []
+    for names in (("cuStreamWaitValue32_v2", "cuStreamWaitValue32"),
+                  ("cuStreamWriteValue32_v2", "cuStreamWriteValue32")):
+        f = next(getattr(lib, n) for n in names if hasattr(lib, n))
+        f.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+        f.restype = ctypes.c_int
+        fns.append(f)
+    return fns
+
+
+def _map_semaphores(path: str) -> int:
+    """Map ``path`` (4 KB) shared and register it with CUDA (portable, mapped); returns its address, which is
+    also its device address (unified addressing). Kept alive in STATE for the process's life."""
+    import ctypes
+    import mmap
+
+    fd = os.open(path, os.O_RDWR)
+    mm = mmap.mmap(fd, 4096)
+    buf = (ctypes.c_char * 4096).from_buffer(mm)
+    addr = ctypes.addressof(buf)
+    rc = torch.cuda.cudart().cudaHostRegister(addr, 4096, 0x01 | 0x02)  # cudaHostRegisterPortable | Mapped
+    if int(rc) != 0:
+        raise RuntimeError(f"cudaHostRegister of the held clock's semaphores failed ({rc})")
+    STATE.setdefault("sem_keep", []).append((fd, mm, buf))
+    return addr
+
+
+def _stream_op(fn, addr: int, value: int, what: str) -> None:
+    rc = fn(_current_stream().cuda_stream, addr, value & 0xFFFFFFFF, 0)  # wait: GEQ (0); write: default (0)
+    if rc:
+        raise RuntimeError(f"{what} failed (CUresult {rc})")
+
+
+def cmd_sem(h, _tensors):
+    """A worker of a held-clock evaluation: map its side's semaphore page (see above)."""
+    torch.zeros(1, device=_device())  # the context exists before the page is registered in it
+    STATE["sem"] = _map_semaphores(h["path"])
+    STATE["sem_fns"] = _stream_value_fns()
+    _sync()
+    return {"ok": True}, []
+
+
+def _held_begin(h) -> None:
+    """At the start of a held phase: the worker's stream waits for GO >= the phase's number (the holder writes it
+    after its hold), so everything this phase queues runs after the hold."""
+    seq = h.get("held")
+    if seq is None or "sem" not in STATE:
+        STATE.pop("held_seq", None)
+        return
+    STATE["held_seq"] = int(seq)
+    STATE["held_t0"] = _perf()
+    _stream_op(STATE["sem_fns"][0], STATE["sem"] + SEM_GO, int(seq), "cuStreamWaitValue32")
+
+
+def _held_done() -> None:
+    """After a held phase's last GPU work, before any host sync: the stream writes DONE (the holder's end event
+    follows it). Once per phase; also records how long the host took to queue the phase (queued_s)."""
+    seq = STATE.pop("held_seq", None)
+    if seq is None:
+        return
+    STATE["held_queued_s"] = _perf() - STATE.get("held_t0", _perf())
+    _stream_op(STATE["sem_fns"][1], STATE["sem"] + SEM_DONE, seq, "cuStreamWriteValue32")
+
+
+def _holder_chain(cycles: int, chain: int) -> None:
+    for _ in range(chain):
+        _cuda_sleep(max(1000, cycles // chain))
+
+
+def cmd_holder(h, _tensors):
+    """The holder (our process, never the candidate's): map both sides' semaphore pages; measure the spin rate."""
+    STATE["device"] = h["device"]
+    dev = _device()
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev.index or 0)
+    torch.zeros(1, device=dev)
+    STATE["holder_sems"] = {side: _map_semaphores(path) for side, path in h["paths"].items()}
+    STATE["sem_fns"] = _stream_value_fns()
+    STATE["holder_events"] = None
+    _sync()
+    return {"ok": True, "spin_rate": _spin_rate()}, []
+
+
+def cmd_hold(h, _tensors):
+    """The holder: on its stream, event a, a chain of ``chain`` short spins (``cycles`` in all), event b, GO :=
+    ``seq`` on ``side``'s page, wait for DONE >= ``seq``, event c. Replies once queued (not when done): the
+    parent then sends the worker its phase. ``held`` reads the three events afterwards."""
+    side, seq = h["side"], int(h["seq"])
+    addr = STATE["holder_sems"][side]
+    wait, write = STATE["sem_fns"]
+    a, b, c = _event(), _event(), _event()
+    t0 = _perf()
+    _record(a)
+    _holder_chain(int(h["cycles"]), max(1, int(h.get("chain") or 1)))
+    _record(b)
+    _stream_op(write, addr + SEM_GO, seq, "cuStreamWriteValue32")
+    _stream_op(wait, addr + SEM_DONE, seq, "cuStreamWaitValue32")
+    _record(c)
+    STATE["holder_events"] = (a, b, c)
+    STATE["spin_next"] = 0.05  # busy-poll for the ``held`` that follows (on a spare core)
+    return {"ok": True, "queued_s": _perf() - t0}, []
+
+
+def cmd_held(h, _tensors):
+    """The holder, after the worker replied (and the parent wrote DONE itself, so this never waits forever): the
+    hold's length (a to b: the chain, longer if another context ran during it) and the phase's (b to c)."""
+    a, b, c = STATE["holder_events"]
+    c.synchronize()
+    STATE["spin_next"] = 0.02  # and for the next ``hold``, when the spans follow each other
+    return {"ok": True, "hold_s": a.elapsed_time(b) / 1e3, "work_s": b.elapsed_time(c) / 1e3}, []
 
 
 def _flatten_outputs(out) -> list[torch.Tensor]:
@@ -529,7 +670,8 @@ def _digest_round(outs: list[list[torch.Tensor]], dseed: int) -> list[list[float
             # round instead of ~5 kernel launches per call; the same weights as the loop below.
             X = torch.stack(col)
             fr, rr = (big, r) if X.dtype == big.dtype else (big.to(X.dtype), r.to(X.dtype))
-            offs = torch.tensor([pick.randrange(DIGEST_WINDOW) for _ in col], device=dev)
+            # from pinned memory without a host sync: a held digest's stream is still waiting for its GO here
+            offs = torch.tensor([pick.randrange(DIGEST_WINDOW) for _ in col]).pin_memory().to(dev, non_blocking=True)
             W = fr.unfold(0, n, 1)[offs] * rr.repeat((n + m - 1) // m)[:n]
             wds, norms = (X * W).sum(1), torch.linalg.vector_norm(X, dim=1)
             for i in range(len(col)):
@@ -545,7 +687,9 @@ def _digest_round(outs: list[list[torch.Tensor]], dseed: int) -> list[list[float
             if q < k:
                 wd = wd + torch.dot(t[q:], rr[:k - q])
             vals[i] += [torch.linalg.vector_norm(f), wd]
-    flat = torch.stack([v.double() for row in vals for v in row]).cpu().tolist()
+    flat = torch.stack([v.double() for row in vals for v in row])
+    _held_settle()  # a held digest's GPU work ends here, before the host copy waits for it
+    flat = flat.cpu().tolist()
     per = 2 * len(outs[0])
     return [flat[i * per:(i + 1) * per] for i in range(len(outs))]
 
@@ -630,6 +774,7 @@ def cmd_stage(h, _tensors):
     # memory the parent budgets for a block; the reference was OOM-killed in a 2 GB container).
     prev = _host_bytes(STATE.get("round_outs") or []) if dev.type == "cpu" else 0
     STATE["staged"], STATE["round_outs"] = [], []
+    _held_begin(h)
     STATE["staged"] = _generate(STATE["template"], int(h["seed"]), dev, k) if k else []
     STATE["next"] = 0
     if prev:
@@ -638,7 +783,7 @@ def cmd_stage(h, _tensors):
     if flush is not None:
         flush.zero_()
     _sync()
-    return {"ok": True}, []
+    return {"ok": True, "queued_s": STATE.pop("held_queued_s", None)}, []
 
 
 def cmd_go(h, _tensors):
@@ -656,9 +801,12 @@ def cmd_go(h, _tensors):
     outs = STATE.setdefault("round_outs", [])
     device_clock = h.get("clock") == "device"  # EvalConfig.clock
     on_gpu = device_clock and _device().type == "cuda" and _cuda_event_base is not None and _cuda_sleep is not None
+    held = h.get("held") is not None and _device().type == "cuda"  # EvalConfig.clock = "held"
     gc.disable()
     try:
-        if on_gpu:
+        if held:
+            _held_begin(h)
+        elif on_gpu:
             # A spin kernel holds the stream while the host queues the n calls; the events after the spin and
             # after the calls time the GPU's own work (nvbench's blocking kernel): the host's dispatch speed,
             # which moved launch-bound ratios by 20-50% between seconds on the H100 VM, is off this clock as
@@ -684,7 +832,9 @@ def cmd_go(h, _tensors):
     finally:
         gc.enable()
     reply = {"ok": True, "n": len(batch)}
-    if on_gpu:
+    if held:
+        reply.update(queued_s=STATE.pop("held_queued_s", queued))
+    elif on_gpu:
         reply.update(dev_s=b.elapsed_time(c) / 1e3, spin_done_s=a.elapsed_time(b) / 1e3, queued_s=queued)
     elif device_clock:  # no GPU: the worker's own clock around the calls and the sync (no round trip, no wake-up)
         reply.update(dev_s=own, spin_done_s=0.0, queued_s=queued)
@@ -697,6 +847,7 @@ def cmd_digest(h, _tensors):
     when absent) with weights from a seed sent only now. The parent times this phase too (work deferred past the
     timed spans lands here and is charged) and compares the digests with the reference's for the same inputs."""
     STATE["staged"] = []
+    _held_begin(h)
     outs = [_flatten_outputs(o) for o in STATE.get("round_outs") or []]
     STATE["round_outs"] = outs
     if outs:
@@ -706,7 +857,7 @@ def cmd_digest(h, _tensors):
     digests = _digest_round(chosen, int(h["dseed"]))
     _sync()
     return {"ok": True, "digests": digests, "structure": [len(r) for r in outs],
-            "metas": [_metas(r) for r in outs], "calls": calls}, []
+            "metas": [_metas(r) for r in outs], "calls": calls, "queued_s": STATE.pop("held_queued_s", None)}, []
 
 
 def cmd_fetch(h, _tensors):
@@ -776,7 +927,8 @@ def cmd_spin(h, _tensors):
     return {"ok": True}, []
 
 
-HANDLERS = {"heat": cmd_heat, "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
+HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_held,
+            "heat": cmd_heat, "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
             "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
             "stage": cmd_stage, "go": cmd_go, "digest": cmd_digest, "quiesce": cmd_quiesce, "fetch": cmd_fetch,
             "echo": cmd_echo, "bandwidth": cmd_bandwidth}

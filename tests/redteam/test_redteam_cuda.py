@@ -21,7 +21,7 @@ FAIL, HONEST = "fail", "honest"
 # against an honest 3.19 on 2026-11-26; bench/results/2026-11-26-h100-evaluator-v6), and a working trick (work
 # moved off the clock, a slowed reference) shows up as 2x or more.
 SOFTMAX_WORK = {"patch_sync_and_events", "leave_work_queued", "l2_persistence", "cudnn_flags", "side_stream",
-                "honest_cuda_graph", "precompute_async_staging", "shorten_spin"}
+                "honest_cuda_graph", "precompute_async_staging", "shorten_spin", "skip_hold_wait", "early_done"}
 EXPECT = {
     # The device-wide sync counts side-stream work: it earns no more than its real (here: 20x) work.
     "side_stream": (HONEST, set()),
@@ -44,6 +44,10 @@ EXPECT = {
     # The device clock's spin runs in the candidate's process: shortened by what it then under-reports, the parent
     # cannot tell (an xfail on the device clock below: why that clock is not for rewards). Honest on the host clock.
     "shorten_spin": (HONEST, set()),
+    # The held clock's threats (EvalConfig.clock = "held"; kernelrl/evaluation/held.py): work run during the
+    # holder's hold instead of after it, and a DONE written before the work. Honest on the other clocks (no hold).
+    "skip_hold_wait": (HONEST, set()),
+    "early_done": (HONEST, set()),
 }
 # A short drain limit and wall cap: gpu_background_load keeps the device busy, so every reference span waits the
 # whole drain limit (2 s by default: minutes per evaluation); timeout and reference-slowed are its allowed verdicts.
@@ -54,6 +58,13 @@ if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "device":
     # Its claim (a tenth of its device time) fell below the bandwidth floor on the H100 (2026-11-26, call 6): caught
     # by faster-than-light only because the cut was that greedy; a smaller cut passes (the xfail below).
     EXPECT["shorten_spin"] = (HONEST, {"faster-than-light"})
+# KERNELRL_REDTEAM_CLOCK=held: the held clock. Side-stream work that does not wait for the hold runs during it (the
+# hold stretches) or after the holder's end event (outside); either is charged, and where it lands in the harness it
+# may score 0. A cheat's score is bounded tighter there (BOUND): the clock is meant to repeat within a few %.
+if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held":
+    EXPECT["side_stream"] = (HONEST, {"work-outside-timing"})
+HELD_KEYS = ("hold_ms", "stretch_charge_ms", "outside_charge_ms", "host_charge_ms", "harness_charges_ms")
+BOUND = 1.2 if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held" else 1.5
 CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=90,
                  quiesce_limit_s=0.25, clock=os.environ.get("KERNELRL_REDTEAM_CLOCK", "host"))
 
@@ -77,9 +88,10 @@ def test_redteam_cuda(name, honest_score):
     info = (f"{name}: success={res.success} speedup={res.speedup} (honest {honest_score}) flags={res.flags} "
             f"ci=[{t.get('ci_low')}, {t.get('ci_high')}] charge_ms={t.get('harness_charge_ms')} "
             f"ref_slowdown={t.get('ref_slowdown')} quiesce_max_ms={t.get('quiesce_wait_ms_max')} "
+            f"held={ {k: t.get(k) for k in HELD_KEYS} } "
             f"error={(res.error or '')[:300]}")
     print(info)
-    if name == "shorten_spin" and CFG.clock == "device" and res.speedup > 1.5 * honest_score + 0.05:
+    if name == "shorten_spin" and CFG.clock == "device" and res.speedup > BOUND * honest_score + 0.05:
         pytest.xfail(f"the device clock's known hole (a spin shortened in the candidate's process): {info}")
     if kind == FAIL:
         assert not res.success and fatal & allowed, info
@@ -88,7 +100,7 @@ def test_redteam_cuda(name, honest_score):
     else:
         assert res.success and res.speedup > 0, info
         if name in SOFTMAX_WORK:
-            assert res.speedup <= 1.5 * honest_score + 0.05, info
+            assert res.speedup <= BOUND * honest_score + 0.05, info
 
 
 def test_every_cuda_candidate_has_an_expectation():
