@@ -126,6 +126,11 @@ class EvalConfig:
         3.0, help="clock='device': the spin kernel before a span lasts this many times the host's queueing time of "
         "the span's calls (+0.2 ms). 1.5 left the GPU waiting for the host in some spans (35% and 76% between "
         "repeats); 3 gave 18 of 20 pairs within 2%. Longer spins cost timing time, not accuracy.")
+    hold_factor: float = knob(
+        2.0, help="clock='held': the holder's hold before a held phase lasts this many times the host's queueing "
+        "time of the phase (the larger side's; +the holder's own queueing, +0.2 ms). Shorter holds starve the GPU "
+        "(host gaps land on the clock); longer ones cost wall time: 3x made launch-bound Softmax spans 45 ms for 9 "
+        "ms of GPU work on the H100 VM (2026-11-26, evaluations 2-3x longer than on the host clock).")
     spans_per_block: int = knob(
         2, help="Paired spans per block: inputs for all of them are staged once and digested once per block. The "
         "statistics treat a block as the independent unit: on the H100 the spans of one block agreed within ~2% "

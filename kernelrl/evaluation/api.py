@@ -44,7 +44,7 @@ from kernelrl.config.devices import resolve_device
 from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
-from kernelrl.evaluation.held import HeldBook, Phase, Semaphores, held_info, hold_plan, pair_times
+from kernelrl.evaluation.held import HeldBook, Phase, Semaphores, charges, held_info, hold_plan, pair_times
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, keep_off_cores,
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
@@ -681,13 +681,13 @@ class _Session:
             del q[:-16]
 
     def holds(self) -> dict[str, float]:
-        """Hold seconds per kind of held phase for the next block (both sides alike): device_spin_factor x the
+        """Hold seconds per kind of held phase for the next block (both sides alike): hold_factor x the
         host's queueing time, the larger of the two sides' (the candidate's at most 10x the reference's)."""
         out = {}
         for kind, q in self.queue.items():
             r = statistics.median(q["ref"]) if q["ref"] else self.queue0[kind]
             c = statistics.median(q["cand"]) if q["cand"] else r
-            out[kind] = self.cfg.device_spin_factor * max(r, min(c, 10 * r))
+            out[kind] = self.cfg.hold_factor * max(r, min(c, 10 * r))
         return out
 
     def ref_block_held(self, k: int, spans: int) -> list[float]:
@@ -1120,7 +1120,12 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     ovh = 0.0 if device_clock or held else cal.overhead
 
     def stats_of(go, harness, k, block_of) -> PairedStats:
-        if device_clock or held:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
+        if held:  # GPU times; the candidate's charges (held.charges: aggregate checks) on its spans and harness
+            c_go = sum(charges(s.book, "go").values())
+            c_h = sum(sum(charges(s.book, kind).values()) for kind in ("stage", "digest")) / B
+            return paired_totals(go["ref"], [g + c_go for g in go["cand"]], harness["ref"],
+                                 [h + c_h for h in harness["cand"]], k, block_of)
+        if device_clock:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
             return paired_totals(go["ref"], go["cand"], harness["ref"], harness["cand"], k, block_of)
         return paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
                             estimator=cfg.estimator, span_cap=cfg.harness_allowance)
@@ -1174,8 +1179,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             if device_clock:
                 t = _device_times(t, replies, spin, dev_info, q_block, cfg.harness_allowance)
             elif held:
-                t["ref"], t["cand"], _ = pair_times("go", replies["ref"]["phase"], replies["cand"]["phase"], s.book,
-                                                    cfg.harness_allowance)
+                t["ref"], t["cand"] = pair_times("go", replies["ref"]["phase"], replies["cand"]["phase"], s.book)
             pairs.append((t["ref"], t["cand"], order[0] is s.ref))
         for role in ("ref", "cand"):
             expect[role] = statistics.median(walls[role]) - (spin or 0.0)
@@ -1194,8 +1198,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                 h_time[w.role] += dt
         if held:  # GPU seconds of both harness phases; the candidate's with its charges (held.pair_times)
             for kind in ("stage", "digest"):
-                tr, tc, _ = pair_times(kind, phases[kind]["ref"], phases[kind]["cand"], s.book,
-                                       cfg.harness_allowance)
+                tr, tc = pair_times(kind, phases[kind]["ref"], phases[kind]["cand"], s.book)
                 h_time["ref"] += tr
                 h_time["cand"] += tc
                 for role in ("ref", "cand"):
@@ -1232,10 +1235,12 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                     k = cal.k = k_new
                     prev_spans, settled = None, False
             if not settled:  # not counted; at the cap the warm-up ends with this block
+                s.book.discard()
                 t_start = time.monotonic()
                 warming, warmup_blocks = blocks < max(1, cfg.warmup_blocks_max), blocks
                 continue
             warming, warmup_blocks = False, blocks - 1
+        s.book.commit()
         for tr, tc, rf in pairs:
             go["ref"].append(tr)
             go["cand"].append(tc)
@@ -1284,10 +1289,10 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     if held:
         info.update(held_info(s.book, k))
         cand_med = statistics.median(go["cand"]) if go["cand"] else 0.0
-        ch = s.book.charged
-        if ch["stretch"] and statistics.fmean([a + b for a, b in zip(ch["stretch"], ch["outside"])]) > 0.05 * cand_med:
+        ch = charges(s.book, "go")
+        if ch["stretch"] + ch["outside"] > 0.05 * cand_med:
             info["held_clock_disagrees"] = True
-        if ch["cpu"] and statistics.fmean(ch["cpu"]) > 0.05 * cand_med:
+        if ch["cpu"] > 0.05 * cand_med:
             info["host_bound"] = True
     if device_clock:
         med_ms = lambda xs: round(statistics.median(xs) * 1e3, 5) if xs else None  # noqa: E731
