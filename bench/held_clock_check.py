@@ -2,6 +2,7 @@
 the first thing to run on a GPU after a change to the held clock (EvalConfig.clock = "held").
 
     python bench/held_clock_check.py --task 02_Softmax --seed triton_online --clocks held,host --repeats 3
+    python bench/held_clock_check.py --pairs 02_Softmax:triton_online,08_RMSNorm:triton_rmsnorm --clocks held
 
 Prints one line per evaluation (score, interval, per-call times, flags, the held clock's hold, charges and round
 trips) and a line per clock with the repeats' spread (max/min - 1 of the reported scores). On a failure the
@@ -37,7 +38,16 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=None)
     ap.add_argument("--out", default=None, help="append every result as a JSON line here")
+    ap.add_argument("--pairs", default=None, help="TASK:SEED,TASK:SEED,... instead of --task/--seed")
     a = ap.parse_args()
+    pairs = [p.split(":") for p in a.pairs.split(",")] if a.pairs else [(a.task, a.seed)]
+    for name, seed in pairs:
+        a.task, a.seed = name, seed
+        check(a)
+    return 0
+
+
+def check(a) -> None:
     task = get_task(a.task)
     seeds = {s.name: s for s in load_seeds(task)}
     src = seeds[a.seed].source if a.seed in seeds else Path(a.seed).read_text()
@@ -53,7 +63,7 @@ def main() -> int:
             t = r.timing
             line = {k: t.get(k) for k in KEYS if k in t}
             wall = time.monotonic() - t0
-            print(f"{clock} #{i}: speedup={r.speedup} success={r.success} flags={r.flags} wall={wall:.1f}s "
+            print(f"{a.task} {clock} #{i}: speedup={r.speedup} success={r.success} flags={r.flags} wall={wall:.1f}s "
                   f"{json.dumps(line)}", flush=True)
             if r.error:
                 print(f"  error: {r.error[-1500:]}", flush=True)
@@ -63,8 +73,7 @@ def main() -> int:
             if r.success and t.get("ci_low"):
                 scores.append(float(t["ci_low"]))
         if scores:
-            print(f"{clock}: lower bounds {scores}, spread {max(scores) / min(scores) - 1:.4f}", flush=True)
-    return 0
+            print(f"{a.task} {clock}: lower bounds {scores}, spread {max(scores) / min(scores) - 1:.4f}", flush=True)
 
 
 if __name__ == "__main__":

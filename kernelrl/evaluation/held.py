@@ -127,10 +127,11 @@ class HeldBook:
 
 
 def _tmean(xs: list[float]) -> float:
-    """Mean with the g = n // 10 largest and smallest values left out (n >= 10): one hiccup of the VM's host in
-    a pair does not make a charge; a cheat confined to a tenth of the pairs keeps at most that tenth."""
+    """Mean with the g = max(1, n // 10) largest and smallest values left out (n >= 5): one hiccup of the VM's
+    host in a pair does not make a charge (call 2: one pair of 9 charged an honest digest 0.4 ms); a cheat
+    confined to a tenth of the pairs keeps at most that tenth."""
     xs = sorted(xs)
-    g = len(xs) // 10 if len(xs) >= 10 else 0
+    g = max(1, len(xs) // 10) if len(xs) >= 5 else 0
     xs = xs[g:len(xs) - g] or xs
     return statistics.fmean(xs)
 

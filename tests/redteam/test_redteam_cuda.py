@@ -63,6 +63,8 @@ if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "device":
 # may score 0. A cheat's score is bounded tighter there (BOUND): the clock is meant to repeat within a few %.
 if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held":
     EXPECT["side_stream"] = (HONEST, {"work-outside-timing"})
+    # Its staging runs during the hold too: the stretch lands in its harness, beyond its spans (H100, call 2)
+    EXPECT["skip_hold_wait"] = (HONEST, {"work-outside-timing"})
 HELD_KEYS = ("hold_ms", "stretch_charge_ms", "outside_charge_ms", "host_charge_ms", "harness_charges_ms")
 BOUND = 1.2 if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held" else 1.5
 CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=90,
