@@ -74,7 +74,7 @@ def test_host_work_while_the_hold_keeps_the_gpu_is_charged_beyond_the_reference_
     assert charges(book, "go")["cpu"] == 0.0
     # 3 ms of CPU a span (a result computed on the host while the hold kept the GPU): the excess is charged
     book, _ = _run(cpu=3e-3)
-    assert 2e-3 - 30e-6 <= charges(book, "go")["cpu"] <= 2e-3
+    assert 2e-3 - 70e-6 <= charges(book, "go")["cpu"] <= 2e-3  # 2 se of a 15% floor on the reference's noise
     # in a harness phase the reference's CPU time is the allowance (no GPU time of its own to hide behind)
     book, _ = _run(kind="stage", cpu=2e-3, work=2e-3, wall=NOMINAL + 2e-3 + 60e-6)
     assert charges(book, "stage")["cpu"] > 0.95e-3 and charges(book, "go")["cpu"] == 0.0

@@ -332,6 +332,7 @@ class _Session:
         # candidate's counts up to 10x the reference's); queue0: the first estimate (unheld parent-clock seconds)
         self.queue = {kind: {"ref": [], "cand": []} for kind in ("go", "stage", "digest")}
         self.queue0 = {"go": 1e-3, "stage": 1e-3, "digest": 1e-3}
+        self.queue_full = False  # the reference's last held block: its queueing lasted its hold (ref_block_held)
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
 
@@ -690,7 +691,9 @@ class _Session:
         host's queueing time, the larger of the two sides' (the candidate's at most 10x the reference's)."""
         out = {}
         for kind, q in self.queue.items():
-            r = statistics.median(q["ref"]) if q["ref"] else self.queue0[kind]
+            # at most 1.5x the phase's unheld parent-clock time: a host that waited on a full launch queue reports
+            # the hold itself as its queueing, and each hold then doubled the next (GELU: 450 ms holds, call 3)
+            r = min(statistics.median(q["ref"]), 1.5 * self.queue0[kind]) if q["ref"] else self.queue0[kind]
             c = statistics.median(q["cand"]) if q["cand"] else r
             out[kind] = self.cfg.hold_factor * max(r, min(c, 10 * r))
         return out
@@ -703,10 +706,13 @@ class _Session:
                                   tmo, hold["stage"])
         self.note_queue("stage", self.ref, hs)
         out = []
+        self.queue_full = False
         for _ in range(spans):
             _, _, reply = self.go(self.ref, k, tmo, self.queue0["go"], hold_s=hold["go"])
             self.note_queue("go", self.ref, reply)
             out.append(reply["phase"].work)
+            # queueing as long as the hold: the launch queue filled and the host waited for the GPU (see _calibrate)
+            self.queue_full |= _reply_seconds(reply, "queued_s", 0.0) >= 0.9 * reply["phase"].nominal
         hd, _ = self.held_harness(self.ref, {"cmd": "digest", "dseed": self.rng.randrange(2**40), "calls": []}, tmo,
                                   hold["digest"])
         self.note_queue("digest", self.ref, hd)
@@ -828,6 +834,7 @@ class _Calibration:
     k_mem: int = 1 << 30  # the most calls per span a block's memory allows
     ref_dev_baseline: float = 0.0  # EvalConfig.clock = "device": the reference alone on the device clock, per call
     ref_queue: float = 0.0  # EvalConfig.clock = "device": the reference's host queueing time of one span (k calls)
+    k_held_cap: int = 1 << 30  # EvalConfig.clock = "held": the most calls whose launches queue behind a hold
 
 
 def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
@@ -917,8 +924,18 @@ def _calibrate(s: _Session) -> _Calibration:
     ref_baseline = max(statistics.median(s.ref_block(k, spans, expect_s=t1 * k)) - overhead, 1e-9) / k
     cal = _Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem)
     if _held_clock(s):
-        s.queue0["go"] = ref_baseline * k
-        s.ref_block_held(k, spans)  # the queueing times that size the holds
+        # The launches of a span queue behind the hold, and CUDA's launch queue holds about a thousand: a span
+        # with more makes the host wait for the GPU mid-queueing, and its later launches trail the GPU (host gaps
+        # on the clock: GELU's 2,600 launches a span gave work ratios 7% apart, call 3). Halve k until the
+        # reference's queueing ends within its hold.
+        for _ in range(6):
+            s.queue0["go"] = ref_baseline * k
+            s.queue["go"]["ref"].clear()
+            s.ref_block_held(k, spans)  # the queueing times that size the holds
+            if not s.queue_full or k == 1:
+                break
+            k = cal.k = max(1, k // 2)
+        cal.k_held_cap = k
         cal.ref_dev_baseline = statistics.median(s.ref_block_held(k, spans)) / k
     if _device_clock(s):
         replies: list[dict] = []
@@ -1229,9 +1246,10 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             # candidate's worker was starting (on a 2-core VM beside it: k came out 2 instead of 5 now and then,
             # and 1.3 ms spans gave LayerNorm lower bounds 15% under its long run).
             if blocks == 1:
-                k_new = _calls_per_span(cfg, cal.k_mem,
-                                        max(statistics.median(spans_now["ref"]) - ovh, 1e-9) / k)
+                k_new = min(cal.k_held_cap, _calls_per_span(cfg, cal.k_mem,
+                                                             max(statistics.median(spans_now["ref"]) - ovh, 1e-9) / k))
                 if abs(k_new - k) > 0.3 * k:
+                    s.queue0["go"] *= k_new / k
                     for role in expect:
                         expect[role] *= k_new / k
                         queued[role] *= k_new / k
