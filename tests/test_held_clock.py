@@ -77,7 +77,7 @@ def test_host_work_while_the_hold_keeps_the_gpu_is_charged_beyond_the_reference_
     assert 2e-3 - 70e-6 <= charges(book, "go")["cpu"] <= 2e-3  # 2 se of a 15% floor on the reference's noise
     # in a harness phase the reference's CPU time is the allowance (no GPU time of its own to hide behind)
     book, _ = _run(kind="stage", cpu=2e-3, work=2e-3, wall=NOMINAL + 2e-3 + 60e-6)
-    assert charges(book, "stage")["cpu"] > 0.95e-3 and charges(book, "go")["cpu"] == 0.0
+    assert charges(book, "stage")["cpu"] > 0.9e-3 and charges(book, "go")["cpu"] == 0.0
 
 
 def test_host_noise_on_both_sides_is_not_charged_and_a_rare_cheat_keeps_at_most_its_tenth():
