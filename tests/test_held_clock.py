@@ -128,10 +128,10 @@ def test_held_info_reports_medians_and_charges_per_call():
 def test_hold_plan_outlasts_the_queueing_in_a_chain_of_short_spins():
     rate = 1 / 1.98e9  # seconds per cycle (an H100's SM clock)
     cycles, chain, secs = hold_plan(2e-3, 0.3e-3, 3.0, rate)
-    assert secs == pytest.approx(3 * 2e-3 + 0.3e-3 + 2e-4, rel=1e-3) and CHAIN_MIN <= chain <= CHAIN_MAX
+    assert secs == pytest.approx(3 * 2e-3 + 0.3e-3 + 5e-4, rel=1e-3) and CHAIN_MIN <= chain <= CHAIN_MAX
     assert 20e-6 <= secs / chain <= 30e-6  # short pieces: another context's time slice shows as a gap
     _, chain, secs = hold_plan(0.0, 0.0, 3.0, rate)
-    assert chain == CHAIN_MIN and secs >= 2e-4
+    assert chain == 20 and secs >= 5e-4
     _, chain, _ = hold_plan(1.0, 0.0, 3.0, rate)
     assert chain == CHAIN_MAX
 
