@@ -47,7 +47,7 @@ def _run(n: int = 30, kind: str = "go", **kw) -> tuple[HeldBook, list]:
 def test_honest_pairs_are_their_gpu_times_and_nothing_is_charged():
     book, times = _run()
     assert times[0] == (pytest.approx(2e-3), pytest.approx(1e-3))
-    assert charges(book, "go") == {"stretch": 0.0, "outside": 0.0, "cpu": 0.0}
+    assert charges(book, "go") == {"stretch": 0.0, "outside": 0.0, "cpu": 0.0, "drain": 0.0}
 
 
 def test_work_run_during_the_hold_stretches_it_and_is_charged():
@@ -101,6 +101,29 @@ def test_host_noise_on_both_sides_is_not_charged_and_a_rare_cheat_keeps_at_most_
         pair_times("go", _ref(i), _cand(i, cpu=(20e-3 if i in (4, 17) else 0.6e-3)), book)
     book.commit()
     assert charges(book, "go")["cpu"] == 0.0
+
+
+def test_work_left_queued_delays_the_holders_wait_before_the_reference_and_is_charged():
+    """The holder waits for an idle GPU before every phase, the candidate frozen: before the reference's, that is
+    the candidate's leftover work plus a context switch; before the candidate's spans, a switch alone (the
+    baseline, the holder's own numbers). A candidate cannot buy a higher baseline with its harness phases."""
+    def run(drain_r, drain_c_go=0.3e-3, drain_c_stage=0.3e-3):
+        book = HeldBook()
+        for i in range(20):
+            r, c = _ref(i), _cand(i)
+            r.drain, c.drain = drain_r + 5e-6 * (i % 3), drain_c_go + 5e-6 * ((i + 1) % 3)
+            pair_times("go", r, c, book)
+            r, c = _ref(i), _cand(i, work=2e-3, wall=NOMINAL + 2.06e-3)
+            r.drain, c.drain = drain_r + 5e-6 * (i % 3), drain_c_stage
+            pair_times("stage", r, c, book)
+        book.commit()
+        return charges(book, "go")["drain"], charges(book, "stage")["drain"]
+
+    assert run(0.3e-3) == (0.0, 0.0)  # the switch on both sides: nothing
+    go, stage = run(1.3e-3)  # 1 ms of junk left queued past every phase
+    assert 0.98e-3 <= go <= 1e-3 and 0.98e-3 <= stage <= 1e-3
+    go, stage = run(1.3e-3, drain_c_stage=1.3e-3)  # junk before its own staging too: the baseline does not move
+    assert 0.98e-3 <= stage <= 1e-3
 
 
 def test_only_committed_blocks_count():

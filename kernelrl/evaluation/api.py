@@ -560,21 +560,35 @@ class _Session:
 
     def held_harness(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float) -> tuple[dict, Phase]:
         """A held harness phase (stage, digest), each side quiesced first: before the reference's, the
-        candidate's leftover GPU work drains (drain_for_ref; what the reference waited for it is charged to the
-        candidate)."""
+        candidate's leftover GPU work drains, and the reference's quiesce beyond the candidate's is charged to the
+        candidate (held.charges, ``drain``)."""
+        drain = self.holder_drain(worker) if worker is not self.ref else 0.0
         self.hold(worker)
+        if worker is self.ref:
+            drain = self.holder_drain(worker)
         # Busy-polling after it (as before a span): a worker asleep in its read woke 0.05-0.5 ms late on the VM,
         # past a short staging hold, and host gaps landed on the phase's GPU time (call 4).
         spin = 0.05 if self.spin else 0.0
-        if worker is self.ref:
-            _, drained = self._quiesce(self.ref, spin)
-            self.extra["cand"] += drained if self.cand_code_ran else 0.0
-        else:
-            # The same quiesce on the candidate's side, its round trip on no one's account: without it, the
-            # candidate's staging holds were 0.2-0.3 ms longer than the reference's (H100, call 2: charged as
-            # stretch to honest candidates), its context switch landing in the holder's chain.
-            self._quiesce(worker, spin)
-        return self.held(worker, header, timeout, hold_s)
+        # The same quiesce on both sides: without it on the candidate's, its staging holds were 0.2-0.3 ms longer
+        # than the reference's (H100, call 2: charged as stretch to honest candidates), its context switch landing
+        # in the holder's chain.
+        self._quiesce(worker, spin)
+        reply, ph = self.held(worker, header, timeout, hold_s)
+        ph.drain = drain
+        return reply, ph
+
+    def holder_drain(self, worker: WorkerProcess) -> float:
+        """The held clock's check on GPU work left queued: with the candidate frozen, the holder (ours) waits until
+        its probe kernel runs at idle latency; its waited seconds (trusted). Before a reference's phase (called
+        after the freeze) that is the candidate's leftover work plus a context switch; before a candidate's phase
+        (called before the thaw, the candidate frozen since the reference's phase) a switch alone, the baseline
+        (held.charges, ``drain``); a candidate still awake then (after its own phase) is frozen first."""
+        if worker is not self.ref and self.cand is not None and not self.cand.stopped and self.cand.alive():
+            self.cand.freeze()
+        hq, _ = self._req(self.holder, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
+                                        "busy_s": self.cfg.quiesce_busy_us * 1e-6, "spin_s": 0.0},
+                          timeout=self._left(self.cfg.quiesce_limit_s + 60), harness=True, hold=False)
+        return _reply_seconds(hq, "waited_s", 0.0)
 
     def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
         """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock; the
@@ -615,7 +629,10 @@ class _Session:
             # ms), so it waits for its span on its core, hot, as the candidate does after a thaw: a worker that
             # slept those ms ran its next span up to 2x slower (CPU VM), a bias against whichever side waits.
             self._req(self.ref, {"cmd": "spin", "spin_s": 0.05}, timeout=self._left(60), harness=True, hold=False)
+        drain = self.holder_drain(worker) if hold_s is not None and not is_ref else 0.0
         self.hold(worker)  # once, before the drain and the clock
+        if hold_s is not None and is_ref:
+            drain = self.holder_drain(worker)
         if self.device.startswith("cuda") or spin:
             # Parent-timed on both sides and counted in each side's harness time (self.extra), except what the
             # reference waited for the candidate's leftover work, which is the candidate's: work a candidate
@@ -624,9 +641,10 @@ class _Session:
             role = "ref" if is_ref else "cand"
             if hold_s is None:
                 self.extra[role] += dq - waited
-            self.extra["cand"] += waited
+                self.extra["cand"] += waited
         if hold_s is not None:
             reply, ph = self.held(worker, {"cmd": "go", "n": n}, timeout, hold_s, expect_s)
+            ph.drain = drain
             return ph.wall, waited, {**reply, "phase": ph}
         # While it spins, this thread keeps off the timing cores (it would take one from the worker being timed);
         # only around the span: pinned for longer, torch's CPU thread pool in this process (the comparisons) ran
@@ -1153,7 +1171,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             c_go = sum(charges(s.book, "go").values())
             c_h = sum(sum(charges(s.book, kind).values()) for kind in ("stage", "digest")) / B
             return paired_totals(go["ref"], [g + c_go for g in go["cand"]], harness["ref"],
-                                 [h + c_h for h in harness["cand"]], k, block_of)
+                                 [h + c_h for h in harness["cand"]], k, block_of, robust=True)
         if device_clock:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
             return paired_totals(go["ref"], go["cand"], harness["ref"], harness["cand"], k, block_of)
         return paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,

@@ -102,12 +102,15 @@ def hold_plan(queued_s: float, holder_queue_s: float, factor: float, spin_rate: 
 class Phase:
     """One side's held phase as the parent saw it: ``wall`` its parent-clock seconds (holder request to worker
     reply), ``hold`` and ``work`` the holder's events (a -> b, b -> c), ``cpu`` the worker's CPU seconds in it
-    (kernel clock), ``nominal`` the hold's planned seconds."""
+    (kernel clock), ``nominal`` the hold's planned seconds, ``drain`` the parent-clock seconds of the quiesce just
+    before it (the reference's waits for the candidate's leftover GPU work and for the context switch; the
+    candidate's, for the switch alone)."""
     wall: float
     hold: float
     work: float
     cpu: float
     nominal: float
+    drain: float = 0.0
 
 
 @dataclass
@@ -144,7 +147,8 @@ def pair_times(kind: str, ref: Phase, cand: Phase, book: HeldBook) -> tuple[floa
     work_c = cand.work if math.isfinite(cand.work) and cand.work >= 0 else cand.wall
     row = {"nominal": ref.nominal, "hold_r": ref.hold, "hold_c": cand.hold,
            "out_r": max(0.0, ref.wall - ref.hold - ref.work), "out_c": max(0.0, cand.wall - cand.hold - work_c),
-           "cpu_r": ref.cpu, "cpu_c": cand.cpu, "work_r": ref.work, "work_c": work_c}
+           "cpu_r": ref.cpu, "cpu_c": cand.cpu, "work_r": ref.work, "work_c": work_c,
+           "drain_r": ref.drain, "drain_c": cand.drain}
     book.pending.append((kind, row))
     return max(ref.work, 0.0), work_c
 
@@ -159,18 +163,28 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
     - ``outside``: (parent-clock phase - hold - work) - the reference's: work after the holder's end event.
     - ``cpu``: its CPU seconds - the reference's (in a span: - the larger of the reference's and its own GPU time:
       dispatch hidden behind its own kernels is free): host work while the hold kept the GPU.
+    - ``drain``: the holder's wait for an idle GPU before the reference's phase (the candidate frozen) - the
+      median of its waits before the candidate's spans (a context switch alone: the reference's span came just
+      before, the candidate frozen throughout): GPU work the candidate left queued or started outside its phases.
+      Both are the holder's own numbers; the candidate's quiesce is not (it could lengthen its own). Charging the
+      reference's waits per phase (as on the host clock) charged honest candidates the context switch, ~0.6 ms a
+      phase on the H100 (call 5).
     Per-pair one-sided charges (v7's first cut) charged honest noise: on the H100 VM the host's speed moved the
     harness phases' CPU time by up to 1.7x between pairs, and Softmax lost 30% of its score to it."""
     rows = book.pairs.get(kind) or []
     if not rows:
-        return {"stretch": 0.0, "outside": 0.0, "cpu": 0.0}
+        return {"stretch": 0.0, "outside": 0.0, "cpu": 0.0, "drain": 0.0}
     n = len(rows)
+    go_drains = [r["drain_c"] for r in book.pairs["go"]] or [r["drain_c"] for r in rows]
+    base_drain = statistics.median(go_drains)
     nominal = statistics.median(r["nominal"] for r in rows)
     cpu_ref = statistics.median(r["cpu_r"] for r in rows)
     diffs = {
         "stretch": [r["hold_c"] - r["hold_r"] for r in rows],
         "outside": [r["out_c"] - r["out_r"] for r in rows],
         "cpu": [r["cpu_c"] - (max(r["cpu_r"], r["work_c"]) if kind == "go" else r["cpu_r"]) for r in rows],
+        # against the median baseline of the spans' (clean: a reference's span always came just before)
+        "drain": [r["drain_r"] - base_drain for r in rows],
     }
     sigma = {  # a difference of two draws: sqrt(2) x the reference's robust sd, with floors
         "stretch": max(math.sqrt(2) * _robust_sd([r["hold_r"] - r["nominal"] for r in rows]), 1e-3 * nominal, 2e-6),
@@ -178,6 +192,7 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
         # at least 15% of the reference's: the VM's host moved a phase's CPU time by up to 1.7x between
         # neighbouring pairs, and one evaluation in three charged an honest digest ~1 ms with a 1% floor (call 3)
         "cpu": max(math.sqrt(2) * _robust_sd([r["cpu_r"] for r in rows]), 0.15 * cpu_ref, 5e-6),
+        "drain": max(math.sqrt(2) * _robust_sd(go_drains), 5e-6),
     }
     return {key: max(0.0, _tmean(d) - 2 * sigma[key] / math.sqrt(n)) for key, d in diffs.items()}
 
