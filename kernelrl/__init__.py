@@ -12,5 +12,8 @@ __version__ = "0.1.0"
 # Version 5: a candidate whose harness excess is larger than its own timed spans scores 0 (work-outside-timing;
 # under version 4 a harness patched to precompute while staging was billed at its cache-hot cost: up to 1.6x);
 # the harness allowance is 0.2 of a span (was a third); CUDA drains of the candidate's leftover work are charged
-# to it; integer outputs may differ in one element per thousand (argmax near-ties).
-EVALUATOR_VERSION = "kernelrl-eval-6"
+# to it; integer outputs may differ in one element per thousand (argmax near-ties). Version 6: the candidate's
+# harness phases drained like the reference's; experimental device clock. Version 7: on CUDA the held clock is the
+# default (EvalConfig.clock; kernelrl/evaluation/held.py): spans and harness phases timed as GPU time by a trusted
+# holder process, so CUDA scores of version 6 (wall semantics) are not comparable.
+EVALUATOR_VERSION = "kernelrl-eval-7"

@@ -111,17 +111,17 @@ class EvalConfig:
         "estimates 1.3-1.7x honest on a CPU VM; re-scoring 156 honest evaluations (CPU VM and H100) with 0.2 "
         "moved none of their medians and no lower bound by more than 5.3%.")
     clock: str = knob(
-        "host", help="What times a span. 'host': the parent's clock around the worker's calls and device-wide sync "
-        "(the candidate's process never holds it). 'device' (experimental, CUDA): the worker times the calls on "
-        "the GPU's own clock (CUDA events) behind a spin kernel that holds the stream while the host queues them, "
-        "so the host's dispatch speed is off the clock; the parent's clock stays around every span, and what it "
-        "saw beyond the spin and the device time is harness time, charged like moved work. On the H100 VM the host "
-        "switched between two speeds for seconds and moved launch-bound ratios 16-46% between evaluations; the "
-        "device clock gave 18 of 20 pairs within 2% (bench/results/2026-11-25-h100-evaluator-v5). It measures "
-        "GPU work: Python dispatch cost counts only where the GPU waits for it. Not for rewards: the spin runs in "
-        "the candidate's process, which can shorten it and under-report its device time by as much, and the parent "
-        "cannot tell (tests/redteam/cuda/shorten_spin.py; kernelrl/evaluation/README.md). A measuring tool only. "
-        "CPU: the parent's clock.")
+        "held", help="What times a span on CUDA (a CPU always uses the parent's clock). 'held' (version 7): a "
+        "trusted holder process holds the GPU with a chain of short spin kernels while the worker queues a phase, "
+        "then releases it through a semaphore in shared memory and times the phase's GPU work on its own CUDA "
+        "events; spans, staging and digests are all held, and a worker that runs during the hold, ends its phase "
+        "early or does host work meanwhile is charged (kernelrl/evaluation/held.py). It measures GPU time: host "
+        "dispatch is hidden behind the hold and charged only where the candidate's exceeds both the reference's and "
+        "its own GPU time. On the H100 VM the GPU-work ratios repeated within 0.4-5% between evaluations where the "
+        "host clock's were 16-113% apart (bench/results/2026-11-26-h100-evaluator-v7). 'host': the parent's clock "
+        "around the worker's calls and device-wide sync (wall semantics: a launch-bound reference's dispatch "
+        "counts), as in version 6. 'device' (experimental, not for rewards): the worker's own CUDA events behind a "
+        "spin kernel in its own process, which it can shorten (tests/redteam/cuda/shorten_spin.py).")
     device_spin_factor: float = knob(
         3.0, help="clock='device': the spin kernel before a span lasts this many times the host's queueing time of "
         "the span's calls (+0.2 ms). 1.5 left the GPU waiting for the host in some spans (35% and 76% between "
