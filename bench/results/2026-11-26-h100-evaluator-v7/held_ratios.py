@@ -2,7 +2,7 @@
 scores against the spread of the plain GPU-work ratios (median reference span / median candidate span, the holder's
 events, no charges), over the repeats of one bench call.
 
-    python bench/results/2026-11-26-h100-evaluator-v7/held_ratios.py bench/results/2026-11-26-h100-evaluator-v7/call6/bench/rows.jsonl
+    cd bench/results/2026-11-26-h100-evaluator-v7 && python held_ratios.py call6/bench/rows.jsonl
 """
 import json
 import sys
