@@ -255,6 +255,20 @@ def _t_quantile(df: int, z: float = 1.96) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
+def _without_wild(ratios: list[float], rel: float = 0.02) -> list[float]:
+    """The held clock's block ratios less the wild ones: farther from their median than 5 robust standard deviations
+    and ``rel`` of it. Honest blocks agree within ~0.5% there, and one span 20x long (a host hiccup) in 8 blocks put
+    n Walsh averages at the low end, which the Wilcoxon interval of so few blocks cannot skip (its lower bound fell
+    from 4.5 to 1.4). Leaving out high ones too keeps it symmetric: a candidate gains nothing by slow blocks, and
+    blocks that are fast by a cheat are left out."""
+    if len(ratios) < 4:
+        return ratios
+    med = statistics.median(ratios)
+    mad = 1.4826 * statistics.median(abs(x - med) for x in ratios)
+    kept = [x for x in ratios if abs(x - med) <= max(5 * mad, rel * med)]
+    return kept if len(kept) >= 2 else ratios
+
+
 def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[float], cand_harness: list[float],
                   k: int, block_of: list[int] | None = None, robust: bool = False) -> PairedStats:
     """The device clock's statistics (EvalConfig.clock = "device", evaluator version 6): the ratio of the
@@ -277,10 +291,10 @@ def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[f
     the median excess of all blocks with the candidate's span.
 
     ``robust`` (the held clock): the estimate and interval are the Hodges-Lehmann centre of the kept blocks'
-    ratios (R_b / C_b, charge included) with its Wilcoxon interval instead of the ratio of totals: the held
-    clock's spans repeat within ~0.1%, but now and then one span ran long (H100, call 5: one block in nine made
-    the delta-method interval of Gemm_Divide_Sum_Scale 3x wide, its lower bound 1.6 against 4.6), and the
-    Hodges-Lehmann centre ignores up to 29% of wild blocks."""
+    ratios (R_b / C_b, charge included) with its Wilcoxon interval instead of the ratio of totals, wild blocks
+    left out first (``_without_wild``): the held clock's spans repeat within ~0.1%, but now and then one span ran
+    long (H100, call 5: one block in nine made the delta-method interval of Gemm_Divide_Sum_Scale 3x wide, its
+    lower bound 1.6 against 4.6)."""
     n, nh, block_of, excess = _paired(ref_go, cand_go, ref_harness, cand_harness, block_of)
     if n == 0:
         return PairedStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -312,7 +326,7 @@ def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[f
     est = sum(R) / sum(C) if C and sum(C) > 0 else 0.0
     m = len(kept)
     if robust and m >= 2 and all(c > 0 for c in C):
-        est, lo, hi = hodges_lehmann_ci([r / c for r, c in zip(R, C)])
+        est, lo, hi = hodges_lehmann_ci(_without_wild([r / c for r, c in zip(R, C)]))
         half = None
     elif m >= 2 and est > 0:
         mc = statistics.fmean(C)
