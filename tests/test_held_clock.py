@@ -17,7 +17,7 @@ from kernelrl.config.recipes import ConfigError, validate_values
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import evaluate
 from kernelrl.evaluation.held import (CHAIN_MAX, CHAIN_MIN, SEM_DONE, HeldBook, Phase, Semaphores, charges,
-                                      held_info, hold_plan, pair_times)
+                                      held_info, hold_plan, pair_times, reap_stale_pages)
 
 NOMINAL = 6e-3  # the hold both sides of a pair get
 
@@ -229,3 +229,20 @@ def test_one_wild_block_in_nine_does_not_set_the_held_clocks_bound():
     robust = paired_totals(ref, cand, h, h, 100, block_of, robust=True)
     assert plain.score < 3.5  # the wild span drags the ratio of totals and widens its interval
     assert 4.4 <= robust.score <= robust.estimate <= 4.52
+
+
+def test_pages_of_a_killed_evaluator_are_reaped_and_live_ones_kept(tmp_path):
+    """A parent killed with SIGKILL cannot unlink its semaphore pages: the next evaluator's first Semaphores removes
+    those whose pid is gone, and keeps its own, another live evaluator's and files that are not pages."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    names = [f"kernelrl-held-{dead}-abc123-ref", f"kernelrl-held-{dead}-abc123-cand",
+             f"kernelrl-held-{os.getpid()}-def456-ref", "kernelrl-held-notapid-ref", "other-file"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"\0" * 4096)
+    removed = reap_stale_pages(str(tmp_path), force=True)
+    assert sorted(removed) == sorted(names[:2])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])

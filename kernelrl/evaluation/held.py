@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import mmap
 import os
+import re
 import secrets
 import statistics
 import struct
@@ -50,6 +51,42 @@ def _robust_sd(xs: list[float]) -> float:
     return 1.4826 * statistics.median(abs(x - med) for x in xs)
 
 
+_PAGE_RE = re.compile(r"kernelrl-held-(\d+)-[0-9a-f]+-(ref|cand)$")
+_pages_reaped: set[str] = set()  # the roots already reaped by this process
+
+
+def reap_stale_pages(root: str = "/dev/shm", force: bool = False) -> list[str]:
+    """Once per process (or with ``force``): remove the semaphore pages of evaluators that are gone (a parent
+    killed with SIGKILL cannot unlink its pages; 4 KB each of /dev/shm, for good). A page counts as stale only when
+    the pid in its name is not alive."""
+    if root in _pages_reaped and not force:
+        return []
+    _pages_reaped.add(root)
+    removed = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        m = _PAGE_RE.match(name)
+        if not m:
+            continue
+        pid = int(m.group(1))
+        try:
+            os.kill(pid, 0)
+            continue  # alive (ours, another evaluator's, or a reused pid): kept
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive under another uid
+        try:
+            os.unlink(os.path.join(root, name))
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
 class Semaphores:
     """The two sides' semaphore pages: 4 KB files in /dev/shm (a CUDA-registrable shared mapping), the
     reference's readable by our uid only, the candidate's owned by its uid (when it has one). The parent maps both
@@ -57,6 +94,7 @@ class Semaphores:
     crashed or never wrote it."""
 
     def __init__(self, cand_uid: int | None, root: str = "/dev/shm"):
+        reap_stale_pages(root)
         tag = f"kernelrl-held-{os.getpid()}-{secrets.token_hex(6)}"
         self.paths = {side: os.path.join(root, f"{tag}-{side}") for side in ("ref", "cand")}
         self._maps = {}
