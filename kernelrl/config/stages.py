@@ -128,7 +128,7 @@ class EvalConfig:
         "repeats); 3 gave 18 of 20 pairs within 2%. Longer spins cost timing time, not accuracy.")
     hold_factor: float = knob(
         2.0, help="clock='held': the holder's hold before a held phase lasts this many times the host's queueing "
-        "time of the phase (the larger side's; +the holder's own queueing, +0.2 ms). Shorter holds starve the GPU "
+        "time of the phase (the larger side's; +the holder's own queueing, +0.5 ms). Shorter holds starve the GPU "
         "(host gaps land on the clock); longer ones cost wall time: 3x made launch-bound Softmax spans 45 ms for 9 "
         "ms of GPU work on the H100 VM (2026-11-26, evaluations 2-3x longer than on the host clock).")
     spans_per_block: int = knob(

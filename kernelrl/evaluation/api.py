@@ -50,7 +50,7 @@ from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
                                          timing_cores)
 from kernelrl.evaluation.stats import (PairedStats, bucket_stats, needs_reverify, paired_stats, paired_totals,
-                                       reverify_agrees, round_toward_one)
+                                       reverify_agrees, robust_sd, round_toward_one)
 from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
@@ -523,13 +523,14 @@ class _Session:
         dq, _ = self._quiesce(self.cand, 0.0)
         self.extra["cand"] += dq
 
-    def held(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float, expect_s: float = 0.0
-             ) -> tuple[dict, Phase]:
+    def held(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float, expect_s: float = 0.0,
+             drain: float = 0.0) -> tuple[dict, Phase]:
         """One held phase (EvalConfig.clock = "held"; kernelrl/evaluation/held.py): the holder queues its hold
         (a chain of short spins, ~``hold_s``) and GO, then the worker runs ``header`` with the phase's number (its
         stream waits for GO, writes DONE after its work); the parent then writes DONE itself (a worker that never
         did cannot stall the holder) and reads the holder's events. The worker's CPU time comes from the kernel.
-        The caller froze or thawed the other side first. Returns (the worker's reply, the Phase)."""
+        The caller froze or thawed the other side first; ``drain`` is its holder_drain before the phase. Returns
+        (the worker's reply, the Phase)."""
         is_ref = worker is self.ref
         side = "ref" if is_ref else "cand"
         self.seq[side] += 1
@@ -556,12 +557,12 @@ class _Session:
         hm, _ = self._req(self.holder, {"cmd": "held"}, timeout=self._left(60), harness=True, hold=False)
         self.holder_q.append(_reply_seconds(hh, "queued_s", 0.0) / chain)
         del self.holder_q[:-64]
-        return reply, Phase(wall=wall, hold=float(hm["hold_s"]), work=float(hm["work_s"]), cpu=cpu, nominal=nominal)
+        return reply, Phase(wall=wall, hold=float(hm["hold_s"]), work=float(hm["work_s"]), cpu=cpu, nominal=nominal,
+                            drain=drain)
 
     def held_harness(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float) -> tuple[dict, Phase]:
-        """A held harness phase (stage, digest), each side quiesced first: before the reference's, the
-        candidate's leftover GPU work drains, and the reference's quiesce beyond the candidate's is charged to the
-        candidate (held.charges, ``drain``)."""
+        """A held harness phase (stage, digest), each side quiesced first; the holder's wait for an idle GPU
+        before it (``holder_drain``) is the phase's ``drain`` (held.charges)."""
         drain = self.holder_drain(worker) if worker is not self.ref else 0.0
         self.hold(worker)
         if worker is self.ref:
@@ -573,9 +574,7 @@ class _Session:
         # than the reference's (H100, call 2: charged as stretch to honest candidates), its context switch landing
         # in the holder's chain.
         self._quiesce(worker, spin)
-        reply, ph = self.held(worker, header, timeout, hold_s)
-        ph.drain = drain
-        return reply, ph
+        return self.held(worker, header, timeout, hold_s, drain=drain)
 
     def holder_drain(self, worker: WorkerProcess) -> float:
         """The held clock's check on GPU work left queued: with the candidate frozen, the holder (ours) waits until
@@ -618,9 +617,9 @@ class _Session:
         seconds spent draining, the worker's reply). ``device_spin_s`` (EvalConfig.clock = "device"): the worker
         also times the calls on the device's clock behind a spin kernel this long; its reply then holds dev_s,
         spin_done_s and queued_s, and the parent's seconds stay the check on them. ``hold_s`` (EvalConfig.clock =
-        "held"): the span is a held phase (``held``): the reply then carries the Phase under "phase", and the
-        quiesce's own round trip is no part of either side's harness (only what the reference waited for the
-        candidate is)."""
+        "held"): the span is a held phase (``held``): the reply then carries the Phase under "phase"; the quiesce
+        counts in neither side's harness (GPU work the candidate left queued is measured by the holder instead,
+        ``holder_drain``)."""
         is_ref = worker is self.ref
         spin = self.spin
         waited = 0.0
@@ -643,8 +642,7 @@ class _Session:
                 self.extra[role] += dq - waited
                 self.extra["cand"] += waited
         if hold_s is not None:
-            reply, ph = self.held(worker, {"cmd": "go", "n": n}, timeout, hold_s, expect_s)
-            ph.drain = drain
+            reply, ph = self.held(worker, {"cmd": "go", "n": n}, timeout, hold_s, expect_s, drain)
             return ph.wall, waited, {**reply, "phase": ph}
         # While it spins, this thread keeps off the timing cores (it would take one from the worker being timed);
         # only around the span: pinned for longer, torch's CPU thread pool in this process (the comparisons) ran
@@ -999,14 +997,6 @@ def _reply_seconds(h: dict, key: str, default: float) -> float:
     return v if math.isfinite(v) and v >= 0 else default
 
 
-def _robust_sd(xs: list[float]) -> float:
-    """1.4826 x the median absolute deviation: a standard deviation that a few wild values do not move."""
-    if len(xs) < 2:
-        return 0.0
-    med = statistics.median(xs)
-    return 1.4826 * statistics.median(abs(x - med) for x in xs)
-
-
 def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_block: dict, cap: float) -> dict:
     """One pair of device-clock spans (EvalConfig.clock): each side's device seconds, the candidate's with what the
     trusted clocks say it did off the GPU clock. The reference's reply is trusted (our code; the candidate is
@@ -1035,8 +1025,8 @@ def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_bloc
     dev_info["outside_ref"].append(out_ref)
     dev_info["spin"].append(spin_ref)
     recent = dev_info["outside_ref"][-32:]
-    out_min, out_sd = min(recent), _robust_sd(recent)
-    spin_sd = _robust_sd(dev_info["spin"][-32:])
+    out_min, out_sd = min(recent), robust_sd(recent)
+    spin_sd = robust_sd(dev_info["spin"][-32:])
     dev_cand = min(_reply_seconds(rc, "dev_s", wall["cand"]), wall["cand"])
     spin_cand = min(_reply_seconds(rc, "spin_done_s", 0.0), spin_ref)
     # jitter of the spin (the SM clock) and of the round trip, and half the least round trip: the candidate's
@@ -1060,7 +1050,7 @@ def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_bloc
             dev_info["cpu_ref"].append(cpu_ref)
             dev_info["cpu_cand"].append(cpu_cand)
             allowed = max(cpu_ref, dev_cand)
-            cpu_tol = 0.1 * allowed + 3 * _robust_sd(dev_info["cpu_ref"][-32:]) + 2e-5
+            cpu_tol = 0.1 * allowed + 3 * robust_sd(dev_info["cpu_ref"][-32:]) + 2e-5
             cpu_charge = max(0.0, cpu_cand - allowed - cpu_tol)
         dev_info["cpu_charged"].append(cpu_charge)
         t_cand = dev_cand + charge + cpu_charge
@@ -1347,7 +1337,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         n_spans = max(1, len(dev_info["outside_ref"]))
         mean_ms = lambda xs: round(statistics.fmean(xs) / k * 1e3, 6) if xs else 0.0  # noqa: E731
         info.update(clock="device", device_spin_ms=med_ms(dev_info["spin"]),
-                    device_spin_spread=round(_robust_sd(dev_info["spin"]) / max(statistics.median(dev_info["spin"]),
+                    device_spin_spread=round(robust_sd(dev_info["spin"]) / max(statistics.median(dev_info["spin"]),
                                                                              1e-12), 6) if dev_info["spin"] else 0.0,
                     starved_share_ref=round(dev_info["starved_ref"] / n_spans, 4),
                     starved_share_cand=round(dev_info["starved_cand"] / n_spans, 4),

@@ -255,6 +255,14 @@ def _t_quantile(df: int, z: float = 1.96) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
+def robust_sd(xs: list[float]) -> float:
+    """1.4826 x the median absolute deviation: a standard deviation that a few wild values do not move."""
+    if len(xs) < 2:
+        return 0.0
+    med = statistics.median(xs)
+    return 1.4826 * statistics.median(abs(x - med) for x in xs)
+
+
 def _without_wild(ratios: list[float], rel: float = 0.02) -> list[float]:
     """The held clock's block ratios less the wild ones: farther from their median than 5 robust standard deviations
     and ``rel`` of it. Honest blocks agree within ~0.5% there, and one span 20x long (a host hiccup) in 8 blocks put
@@ -263,9 +271,8 @@ def _without_wild(ratios: list[float], rel: float = 0.02) -> list[float]:
     blocks that are fast by a cheat are left out."""
     if len(ratios) < 4:
         return ratios
-    med = statistics.median(ratios)
-    mad = 1.4826 * statistics.median(abs(x - med) for x in ratios)
-    kept = [x for x in ratios if abs(x - med) <= max(5 * mad, rel * med)]
+    med, sd = statistics.median(ratios), robust_sd(ratios)
+    kept = [x for x in ratios if abs(x - med) <= max(5 * sd, rel * med)]
     return kept if len(kept) >= 2 else ratios
 
 
