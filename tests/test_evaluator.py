@@ -244,6 +244,36 @@ def test_paired_stats_a_loaded_machine_does_not_call_a_fast_honest_candidate_out
                             block_of=bo).work_moved_out  # 1.1 ms: under a tenth of the reference, charged only
 
 
+def test_paired_stats_on_a_cpu_the_harness_cpu_time_must_show_the_move_too():
+    """The soak on CI (two evaluations at once on 2 cores): 07_PairwiseSqDistance/gemm_expansion, an honest 12x
+    with 0.2 ms spans, read its harness 1 ms per call slower than the reference's in every block of one
+    evaluation (wall clock: 3-5 ms per call, mostly waiting to be scheduled) and scored 0 as work-outside-timing;
+    its CPU time in the harness stayed within +-0.1 ms of the reference's (measured here under the same load).
+    Work really moved into the harness costs CPU time there as well: still called out. Without CPU times (GPU
+    evaluations) the wall-clock rule stands alone."""
+    import random as _r
+
+    rng = _r.Random(11)
+    rg, cg, bo = _pairs(8, 3, ref=4e-3, cand=0.25e-3, noise=0.05, seed=6)
+    ref_h = [4e-3 + rng.uniform(-0.3e-3, 0.3e-3) for _ in range(8)]
+    cand_h = [h + 1.0e-3 + rng.gauss(0, 0.2e-3) for h in ref_h]  # a whole evaluation's side bias, small spread
+    ref_cpu = [1.0e-3 + rng.gauss(0, 0.05e-3) for _ in range(8)]
+    cand_cpu = [c + rng.gauss(0, 0.05e-3) for c in ref_cpu]
+    wall_only = paired_stats(rg, cg, ref_h, cand_h, k=1, block_of=bo)
+    assert wall_only.work_moved_out and wall_only.cpu_excess_per_call is None  # what the soak saw
+    st = paired_stats(rg, cg, ref_h, cand_h, k=1, block_of=bo, ref_harness_cpu=ref_cpu, cand_harness_cpu=cand_cpu)
+    assert not st.work_moved_out and abs(st.cpu_excess_per_call) < 0.1e-3
+    assert st.charge_per_call == wall_only.charge_per_call > 0  # the wall-clock charge is unchanged
+    assert "harness_cpu_excess_ms" in st.to_dict() and "harness_cpu_excess_ms" not in wall_only.to_dict()
+    # a patched harness computing 4 ms of the span while staging: wall and CPU time both grow by it
+    moved = paired_stats(rg, [1e-4] * len(cg), ref_h, [h + 4e-3 for h in ref_h], k=1, block_of=bo,
+                         ref_harness_cpu=ref_cpu, cand_harness_cpu=[c + 3.8e-3 for c in ref_cpu])
+    assert moved.work_moved_out
+    # ... but not where its CPU time is below the span it moved from (a tenth of the reference here: 0.4 ms)
+    assert not paired_stats(rg, [1e-4] * len(cg), ref_h, [h + 4e-3 for h in ref_h], k=1, block_of=bo,
+                            ref_harness_cpu=ref_cpu, cand_harness_cpu=[c + 0.3e-3 for c in ref_cpu]).work_moved_out
+
+
 def test_paired_stats_one_slow_harness_block_moves_the_median_little():
     rg, cg, bo = _pairs(10, 8, noise=0.01, seed=3)
     ref_h = [1e-3] * 10

@@ -1164,8 +1164,11 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                                  [h + c_h for h in harness["cand"]], k, block_of, robust=True)
         if device_clock:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
             return paired_totals(go["ref"], go["cand"], harness["ref"], harness["cand"], k, block_of)
+        # on a CPU, work_moved_out also asks the harness phases' CPU time (stats.PairedStats.work_moved_out)
+        cpu_h = (None, None) if s.device.startswith("cuda") else (harness_cpu["ref"], harness_cpu["cand"])
         return paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
-                            estimator=cfg.estimator, span_cap=cfg.harness_allowance)
+                            estimator=cfg.estimator, span_cap=cfg.harness_allowance, ref_harness_cpu=cpu_h[0],
+                            cand_harness_cpu=cpu_h[1])
     # the reference's own queueing time from calibration's device-clock spans (its wall time made spans mostly spin)
     q0 = cal.ref_queue if cal.ref_queue > 0 else cal.ref_baseline * k
     queued = {"ref": q0, "cand": q0}

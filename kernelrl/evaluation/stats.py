@@ -132,6 +132,10 @@ class PairedStats:
     cand_span_per_call: float = 0.0  # median over blocks of the candidate's own span (no charge, overhead off)
     noise_per_call: float = 0.0  # 3 standard errors of the median harness excess (honest noise), per call
     dropped_blocks: int = 0  # paired_totals: blocks left out of the totals (the tenth with the largest excess)
+    # CPU evaluations: the candidate's harness excess in the workers' own CPU time (kernel clock; median over
+    # blocks) and its noise, both per call; None where not measured (GPU: work queued on the device costs no CPU)
+    cpu_excess_per_call: float | None = None
+    cpu_noise_per_call: float = 0.0
 
     @property
     def work_moved_out(self) -> bool:
@@ -143,9 +147,24 @@ class PairedStats:
         keep a loaded machine's harness noise off honest fast candidates: on CI's loaded 2-core runner an
         honest 20x candidate (07_Conv2d_GlobalAvgPool/pooled_taps, 1.2 ms spans against a 26-54 ms reference)
         read a median excess above its span, the harness being 6-9 ms per call there with blocks +-5 ms apart
-        and biased to one side. Where the noise hides the move, the per-block charge still holds it."""
+        and biased to one side. Where the noise hides the move, the per-block charge still holds it.
+
+        On a CPU the workers' own CPU time in the harness (``cpu_excess_per_call``) must say so too. A loaded
+        machine's wall clock there is mostly waiting to be scheduled: two evaluations at once on CI's 2 cores
+        (the soak) put the harness at 3-5 ms of wall time per call for ~1 ms of CPU time, with one side slower by
+        ~1 ms per call across a whole evaluation (the median over blocks, 8 of them, did not average it out;
+        07_PairwiseSqDistance/gemm_expansion, an honest 12x with 0.2 ms spans, scored 0 on CI), while the CPU
+        time's excess stayed within +-0.1 ms per block. Work moved into the harness runs in the worker (or in
+        the processes it had when frozen): its CPU time grows by as much as its wall time (the red team's
+        patched harnesses: equal within 10%). A helper that starts and ends between two freezes escapes this
+        flag, never the wall-clock charge above."""
         floor = max(self.cand_span_per_call, self.noise_per_call, 0.1 * self.ref_per_call)
-        return self.excess_per_call > floor > 0
+        if not self.excess_per_call > floor > 0:
+            return False
+        if self.cpu_excess_per_call is None:
+            return True
+        cpu_floor = max(self.cand_span_per_call, self.cpu_noise_per_call, 0.1 * self.ref_per_call)
+        return self.cpu_excess_per_call > cpu_floor
 
     @property
     def rel_halfwidth(self) -> float:
@@ -167,7 +186,10 @@ class PairedStats:
                 "harness_excess_ms": round(self.excess_per_call * 1e3, 6),
                 "harness_tolerance_ms": round(self.excess_se_per_call * 1e3, 6),
                 "cand_span_ms": round(self.cand_span_per_call * 1e3, 6), "dropped_blocks": self.dropped_blocks,
-                "median_ratio": round(self.median_ratio, 5)}
+                "median_ratio": round(self.median_ratio, 5),
+                **({"harness_cpu_excess_ms": round(self.cpu_excess_per_call * 1e3, 6),
+                    "harness_cpu_noise_ms": round(self.cpu_noise_per_call * 1e3, 6)}
+                   if self.cpu_excess_per_call is not None else {})}
 
 
 def _paired(ref_go, cand_go, ref_harness, cand_harness, block_of):
@@ -178,9 +200,20 @@ def _paired(ref_go, cand_go, ref_harness, cand_harness, block_of):
     return n, nh, block_of, [cand_harness[b] - ref_harness[b] for b in range(nh)]
 
 
+def _median_excess_noise(ref_harness: list[float], excess: list[float]) -> float:
+    """The noise of the *median* harness excess over n blocks (work_moved_out): 3 standard errors of a median of
+    such differences (1.2533 sigma / sqrt(n)), sigma the larger of the reference's own (a difference of two
+    harness times: sqrt(2) x its robust sd) and the excesses' spread (under load the two sides' harness times
+    wander apart by more than the reference's MAD says; a candidate that widens it only loses the flag, never
+    the charge), and at least 2% of the reference's median harness time."""
+    sigma = max(math.sqrt(2) * robust_sd(ref_harness), robust_sd(excess))
+    return max(3 * 1.2533 * sigma / math.sqrt(len(excess)), 0.02 * statistics.median(ref_harness))
+
+
 def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[float], cand_harness: list[float],
                  k: int, overhead: float = 0.0, block_of: list[int] | None = None,
-                 estimator: str = "hl", span_cap: float = 0.2) -> PairedStats:
+                 estimator: str = "hl", span_cap: float = 0.2, ref_harness_cpu: list[float] | None = None,
+                 cand_harness_cpu: list[float] | None = None) -> PairedStats:
     """Parent-clock times of the timed spans (``*_go``, paired: the same k inputs' forward calls and a
     device-wide sync on each side) and of the harness phases around them (``*_harness``: staging the inputs
     before the clock and digesting the outputs after it, one value per block, already divided by the spans in a
@@ -203,24 +236,27 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
     The estimate and its interval are taken over *blocks* (``block_ratios``): on the H100 the spans of one block
     agreed within ~2% while the level moved by up to 20% from block to block (the GPU's clock, the staged
     memory), so pairs of one block are not independent, and an interval over pairs was too narrow (a Softmax
-    repeat claimed 14% over its 10x longer run)."""
+    repeat claimed 14% over its 10x longer run).
+
+    ``*_harness_cpu`` (CPU evaluations): the same harness phases in the workers' CPU time, per block and span;
+    work_moved_out then needs the CPU time's excess too (see there)."""
     n, nh, block_of, excess = _paired(ref_go, cand_go, ref_harness, cand_harness, block_of)
     if n == 0:
         return PairedStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     if nh:
         ref_med = statistics.median(ref_harness[:nh])
-        ref_mad = statistics.median(abs(x - ref_med) for x in ref_harness[:nh])
-        sigma = math.sqrt(2) * 1.4826 * ref_mad  # of a difference of two harness times
+        sigma = math.sqrt(2) * robust_sd(ref_harness[:nh])  # of a difference of two harness times
         tol = max(3 * sigma, 0.02 * ref_med)
-        # The noise of the *median* excess over nh blocks (work_moved_out): 3 standard errors of a median of such
-        # differences (1.2533 sigma / sqrt(n)), sigma the larger of the reference's (above) and the excesses' own
-        # spread (under load the two sides' harness times wander apart by more than the reference's MAD says;
-        # a candidate that widens it only loses the flag, never the charge), floored like the tolerance.
-        ex_med = statistics.median(excess)
-        ex_sigma = 1.4826 * statistics.median(abs(e - ex_med) for e in excess)
-        median_noise = max(3 * 1.2533 * max(sigma, ex_sigma) / math.sqrt(nh), 0.02 * ref_med)
+        median_noise = _median_excess_noise(ref_harness[:nh], excess)
     else:
         tol = median_noise = 0.0
+    cpu_ex = cpu_noise = None
+    if ref_harness_cpu is not None and cand_harness_cpu is not None:
+        nc = min(len(ref_harness_cpu), len(cand_harness_cpu))
+        if nc:
+            cpu_excess = [cand_harness_cpu[b] - ref_harness_cpu[b] for b in range(nc)]
+            cpu_ex = statistics.median(cpu_excess) / k
+            cpu_noise = _median_excess_noise(ref_harness_cpu[:nc], cpu_excess) / k
     # The forgiven share is also capped at ``span_cap`` of the candidate's own span time in that block (1/3 before
     # EvalConfig.harness_allowance): work moved into the harness then gains at most 1 + span_cap over doing it in
     # the span (moving span_cap / (1 + span_cap) of it, all forgiven), however noisy the machine (a loaded 2-core
@@ -246,7 +282,8 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
     span = statistics.median(statistics.median(v) for v in cand_span.values())
     return PairedStats(n, est, lo, hi, statistics.median(r_calls), statistics.median(c_calls),
                        statistics.mean(charged) / k, exc / k, (statistics.median(tols) if tols else tol) / k,
-                       statistics.median(ratios), span / k, median_noise / k)
+                       statistics.median(ratios), span / k, median_noise / k,
+                       cpu_excess_per_call=cpu_ex, cpu_noise_per_call=cpu_noise or 0.0)
 
 
 def _t_quantile(df: int, z: float = 1.96) -> float:
