@@ -133,11 +133,15 @@ def one(task: Task, source: str, cfg: EvalConfig) -> dict:
             "error": (r.error or "")[:300] or None}
 
 
-def bench_task(task: Task, seed, cfg: EvalConfig, repeats: int, long_factor: float) -> dict:
+def bench_task(task: Task, seed, cfg: EvalConfig, repeats: int, long_factor: float, fix_k: bool = False) -> dict:
     row = {"task": task.key, "level": task.level, "seed": seed.name, "seed_device": seed.device, "repeats": []}
     try:
         for _ in range(repeats):
             row["repeats"].append(one(task, seed.source, cfg))
+            if fix_k and cfg.calls_per_span <= 0 and row["repeats"][0].get("k"):
+                # --fix-k: the later repeats and the long run time the first repeat's k (EvalConfig.calls_per_span)
+                cfg = dataclasses.replace(cfg, calls_per_span=int(row["repeats"][0]["k"]))
+                row["fixed_k"] = cfg.calls_per_span
         ok = [x for x in row["repeats"] if x["success"]]
         if long_factor > 0 and ok:
             t_short = statistics.median(x["timing_s"] or cfg.budget_s for x in ok)
@@ -232,6 +236,8 @@ def main() -> None:
     ap.add_argument("--clock", default=None, choices=("host", "device", "held"),
                     help="EvalConfig.clock (default: its own).")
     ap.add_argument("--long-factor", type=float, default=10.0)
+    ap.add_argument("--fix-k", action="store_true", help="Repeats after the first, and the long run, time the "
+                    "first repeat's k (EvalConfig.calls_per_span) instead of calibrating their own.")
     ap.add_argument("--max-minutes", type=float, default=9.0)
     ap.add_argument("--prebuild-only", action="store_true", help="Only build the extensions (e.g. on other cores "
                     "while something else is timed), then exit.")
@@ -260,7 +266,7 @@ def main() -> None:
                          if k in ("budget_s", "target_ci", "min_timing_s", "min_rounds", "correctness_trials",
                                   "target_round_ms", "max_calls_per_round", "spread_threshold", "clock",
                                   "device_spin_factor")},
-            "repeats": a.repeats, "long_factor": a.long_factor}
+            "repeats": a.repeats, "long_factor": a.long_factor, "fix_k": a.fix_k}
     if (a.out_dir / "prebuild.json").exists():  # built ahead by a --prebuild-only run
         meta["prebuild"] = json.loads((a.out_dir / "prebuild.json").read_text())
     if not a.prebuild_only:
@@ -283,7 +289,7 @@ def main() -> None:
         if time.monotonic() > t_stop:
             print(json.dumps({"stopped_early_before": task.key}), flush=True)
             break
-        row = bench_task(task, seed, cfg, a.repeats, a.long_factor)
+        row = bench_task(task, seed, cfg, a.repeats, a.long_factor, a.fix_k)
         with open(a.out_dir / "rows.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         m = task_metrics(row)

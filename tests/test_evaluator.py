@@ -925,3 +925,14 @@ def test_device_clock_on_cpu_is_the_parent_clock():
 
     r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, clock="device"))
     assert r.success and r.speedup > 0 and "clock" not in r.timing
+
+
+def test_calls_per_span_fixes_k_for_the_whole_evaluation():
+    """EvalConfig.calls_per_span (experimental): the timed spans hold that many calls, kept through the warm-up
+    (which otherwise calibrates k again); 0 (or less) calibrates as before. Capped by the block's memory."""
+    import dataclasses
+
+    for k in (1, 3):
+        r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, calls_per_span=k))
+        assert r.success and r.timing["calls_per_round"] == k
+        assert "calls_per_round_at_calibration" not in r.timing

@@ -140,6 +140,11 @@ class EvalConfig:
         32, help="Calls per block whose outputs are digested (a random sample drawn after the clock; every call's "
         "structure, dtype and shape is checked). A candidate wrong in a share p of calls escapes one block with "
         "probability (1-p)^32.")
+    calls_per_span: int = knob(
+        0, help="Experimental, not yet measured on a GPU: a fixed k (calls per timed span) instead of calibrating "
+        "it per evaluation (0). The held clock's GPU-work ratio moved 0.4-5% between evaluations of one pair while "
+        "its interval within one was ~0.5%, and each evaluation had calibrated its own k; a fixed k per task "
+        "tests whether that is why. Still capped by the block's memory and, on the held clock, the launch queue.")
     max_calls_per_round: int = knob(
         1024, help="Upper bound on calls per round (also bounded so a block's input and output sets fit in "
         "round_memory_mb).")

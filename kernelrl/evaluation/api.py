@@ -944,6 +944,8 @@ def _calibrate(s: _Session) -> _Calibration:
         k = k_new
         if settled and busy >= cfg.warmup_ms / 1000:
             break
+    if cfg.calls_per_span > 0:  # a fixed k (experimental): the calibration above still warmed the device
+        k = max(1, min(cfg.calls_per_span, cfg.max_calls_per_round, k_mem))
     ref_baseline = max(statistics.median(s.ref_block(k, spans, expect_s=t1 * k)) - overhead, 1e-9) / k
     cal = _Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem)
     if _held_clock(s):
@@ -1263,7 +1265,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             # k again from the reference's spans of the first warm-up block: calibration ran while the
             # candidate's worker was starting (on a 2-core VM beside it: k came out 2 instead of 5 now and then,
             # and 1.3 ms spans gave LayerNorm lower bounds 15% under its long run).
-            if blocks == 1:
+            if blocks == 1 and cfg.calls_per_span <= 0:
                 k_new = min(cal.k_held_cap, _calls_per_span(cfg, cal.k_mem,
                                                              max(statistics.median(spans_now["ref"]) - ovh, 1e-9) / k))
                 if abs(k_new - k) > 0.3 * k:
