@@ -7,7 +7,8 @@
 # in-process paired timer, the yardstick), variants (bench/timing_variants.py with $VARIANT_ARGS), redteam (the
 # CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS), modes (bench/timer_modes.py with
 # $MODES_ARGS: wall clock, blocked GPU clock and CUDA graphs side by side), held (bench/held_clock_check.py with
-# $HELD_ARGS: one pair a few times per clock, with the held clock's keys).
+# $HELD_ARGS: one pair a few times per clock, with the held clock's keys), placement (bench/placement_probe.py with
+# $PLACEMENT_ARGS: does where the inputs sit in GPU memory move a pair's time and ratio).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -58,6 +59,9 @@ for part in ${PARTS:-redteam bench}; do
     held)
       timeout "${HELD_TIMEOUT:-200}" python3 bench/held_clock_check.py --out "$OUT/held.jsonl" ${HELD_ARGS:-} 2>&1 \
         | tee "$OUT/held.log" ;;
+    placement)
+      timeout "${PLACEMENT_TIMEOUT:-200}" python3 bench/placement_probe.py --out "$OUT/placement.jsonl" \
+        ${PLACEMENT_ARGS:-} 2>&1 | tee "$OUT/placement.log" ;;
     modes)
       timeout "${MODES_TIMEOUT:-500}" python3 bench/timer_modes.py --out "$OUT/modes" ${MODES_ARGS:-} 2>&1 \
         | tee "$OUT/modes.log" ;;
