@@ -265,7 +265,7 @@ def main() -> None:
             "settings": {k: v for k, v in dataclasses.asdict(cfg).items()
                          if k in ("budget_s", "target_ci", "min_timing_s", "min_rounds", "correctness_trials",
                                   "target_round_ms", "max_calls_per_round", "spread_threshold", "clock",
-                                  "device_spin_factor")},
+                                  "device_spin_factor", "calls_per_span")},
             "repeats": a.repeats, "long_factor": a.long_factor, "fix_k": a.fix_k}
     if (a.out_dir / "prebuild.json").exists():  # built ahead by a --prebuild-only run
         meta["prebuild"] = json.loads((a.out_dir / "prebuild.json").read_text())
