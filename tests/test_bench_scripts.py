@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import torch
@@ -13,18 +12,29 @@ from bench.placement_probe import probe
 from kernelrl.config.stages import EvalConfig
 from kernelrl.tasks import get_task
 
-CPU = EvalConfig(device="cpu", budget_s=0.3, correctness_trials=2, reverify=False, max_wall_s=90,
+CPU = EvalConfig(device="cpu", budget_s=0.1, correctness_trials=1, reverify=False, max_wall_s=90,
                  min_timeout_s=4.0, spread_threshold=10.0, memory_limit_mb=4096, keep_rounds=True)
 
 
-def test_evaluator_bench_fix_k_times_every_later_repeat_with_the_first_ones_k():
+def test_evaluator_bench_fix_k_times_every_later_repeat_with_the_first_ones_k(monkeypatch):
+    """--fix-k: the first repeat calibrates, the later ones and the long run get its k as calls_per_span (that
+    the evaluator keeps it is tests/test_evaluator.py's test_calls_per_span_fixes_k_for_the_whole_evaluation)."""
+    import bench.evaluator_bench as eb
+
+    seen = []
+
+    def fake_one(task, source, cfg):
+        seen.append(cfg.calls_per_span)
+        return {"success": True, "k": cfg.calls_per_span or 37, "timing_s": 0.1, "score_raw": 2.0}
+
+    monkeypatch.setattr(eb, "one", fake_one)
     task = get_task("09_Swish")
-    row = bench_task(task, pick_seed(task, "cpu"), dataclasses.replace(CPU, target_round_ms=2.0), repeats=2,
-                     long_factor=0.0, fix_k=True)
+    row = bench_task(task, pick_seed(task, "cpu"), CPU, repeats=3, long_factor=2.0, fix_k=True)
     assert "error" not in row, row.get("error")
-    first, second = row["repeats"]
-    assert first["success"] and second["success"]
-    assert row["fixed_k"] == first["k"] == second["k"] >= 1
+    assert seen == [0, 37, 37, 37] and row["fixed_k"] == 37  # 3 repeats, then the long run
+    seen.clear()
+    bench_task(task, pick_seed(task, "cpu"), CPU, repeats=2, long_factor=0.0, fix_k=False)
+    assert seen == [0, 0]
 
 
 def test_placement_probe_reports_within_and_between_group_spread():

@@ -932,7 +932,6 @@ def test_calls_per_span_fixes_k_for_the_whole_evaluation():
     (which otherwise calibrates k again); 0 (or less) calibrates as before. Capped by the block's memory."""
     import dataclasses
 
-    for k in (1, 3):
-        r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, calls_per_span=k))
-        assert r.success and r.timing["calls_per_round"] == k
-        assert "calls_per_round_at_calibration" not in r.timing
+    r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, calls_per_span=3, budget_s=0.2))
+    assert r.success and r.timing["calls_per_round"] == 3  # calibration alone picks far more for this task
+    assert "calls_per_round_at_calibration" not in r.timing
