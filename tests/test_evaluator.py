@@ -935,3 +935,16 @@ def test_calls_per_span_fixes_k_for_the_whole_evaluation():
     r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, calls_per_span=3, budget_s=0.2))
     assert r.success and r.timing["calls_per_round"] == 3  # calibration alone picks far more for this task
     assert "calls_per_round_at_calibration" not in r.timing
+
+
+def test_reverify_rejects_a_drop_beyond_tolerance_and_keeps_the_lower_of_a_rise():
+    """One-sided: a second measurement below the first by more than the tolerance is a mismatch (a faked or lucky
+    first one); above it is accepted, since the lower of the two is kept (an honest 12x on the CPU VM: 10.86 then
+    12.63 was zeroed under the two-sided rule)."""
+    from kernelrl.evaluation.stats import reverify_agrees
+
+    assert reverify_agrees(10.86, 12.63, True, 0.10)  # a rise: kept as 10.86
+    assert reverify_agrees(10.0, 9.01, True, 0.10)
+    assert not reverify_agrees(10.0, 8.99, True, 0.10)  # a drop beyond 10%
+    assert not reverify_agrees(13.62, 11.41, True, 0.10)
+    assert not reverify_agrees(10.0, 10.0, False, 0.10) and not reverify_agrees(0.0, 5.0, True, 0.10)

@@ -60,7 +60,8 @@ class EvalConfig:
     memory_limit_mb: int = knob(8192, help="Address-space limit of the candidate process (host OOM protection).")
     train_mode: bool = knob(True, help="Build both modules in training mode, as KernelBench does; False: eval mode.")
     reverify_above: float = knob(3.0, help="Speedups above this are re-measured (another GPU or a fresh process).")
-    reverify_tolerance: float = knob(0.10, help="A re-measurement must agree within this fraction to be accepted.")
+    reverify_tolerance: float = knob(0.10, help="A re-measurement may be at most this fraction below the first to "
+                                     "be accepted (above it is fine: the lower of the two is kept).")
     reverify: bool = knob(True, help="Re-measure speedups above reverify_above in fresh processes (off for tests).")
     min_rounds: int = knob(16, help="At least this many paired spans whatever the budget (an interval needs ranks).")
     max_rounds: int = knob(100000, help="Stop after this many paired spans even if budget remains.")

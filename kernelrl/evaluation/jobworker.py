@@ -25,8 +25,8 @@ loop in threads.
   UUID; the worker id on CPU) for ``reverify_wait_s``, so another worker of the same device type re-measures
   it; after that window this worker may take it itself, which re-measures in fresh sandbox processes (with a
   single worker of the type, ``reverify_wait_s=0`` does that at once). The first measurement stands only if
-  the two agree within ``reverify_tolerance`` (the lower of the two is kept); else ``reverify-mismatch``,
-  score 0. ``timing.reverify`` records who re-measured (worker, device, GPU UUID) and how
+  the second is at most ``reverify_tolerance`` below the first (the lower of the two is kept); else
+  ``reverify-mismatch``, score 0. ``timing.reverify`` records who re-measured (worker, device, GPU UUID) and how
   (``other-gpu``/``other-worker``/``fresh-process``).
 """
 
@@ -111,7 +111,8 @@ def config_from_settings(settings: dict[str, Any], device: str) -> EvalConfig:
 def decide_reverify(first: dict[str, Any], second: dict[str, Any], tolerance: float, *, mode: str,
                     who: dict[str, Any]) -> dict[str, Any]:
     """The parent's final result from its first measurement and the re-measurement: kept (the lower of the
-    two, rounded toward 1) only if both succeeded and agree within ``tolerance``; else flagged and scored 0."""
+    two, rounded toward 1) only if both succeeded and the second is at most ``tolerance`` below the first
+    (stats.reverify_agrees); else flagged and scored 0."""
     from kernelrl.evaluation.stats import reverify_agrees, round_toward_one
 
     s1, s2 = float(first.get("speedup") or 0.0), float(second.get("speedup") or 0.0)

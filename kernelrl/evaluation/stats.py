@@ -394,8 +394,13 @@ def needs_reverify(speedup: float, *, reverify: bool, above: float) -> bool:
 
 
 def reverify_agrees(first: float, second: float, second_ok: bool, tolerance: float) -> bool:
-    """The re-measurement confirms the first one: it succeeded and lies within ``tolerance`` (a fraction of the
-    first). Agreeing results keep the lower of the two, rounded toward 1; the others score 0 and are flagged
-    reverify-mismatch."""
-    return bool(second_ok) and first > 0 and abs(second - first) <= tolerance * first
+    """The re-measurement confirms the first one: it succeeded and is not below the first by more than
+    ``tolerance`` (a fraction of the first). Agreeing results keep the lower of the two, rounded toward 1; the
+    others score 0 and are flagged reverify-mismatch.
+
+    One-sided (the paper accepts within 10% either way): a second measurement *above* the first cannot inflate
+    what is kept (the lower of the two), and a first measurement that was faked or lucky shows as a drop. On the
+    CPU VM at the default settings an honest 12x (07_PairwiseSqDistance/gemm_expansion) scored 0 in 3 of 5
+    evaluations under the two-sided rule, one of them from a second measurement 16% above the first."""
+    return bool(second_ok) and first > 0 and second >= (1 - tolerance) * first
 
