@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.evaluator_bench import pick_seed  # noqa: E402
 from kernelrl.config.stages import EvalConfig  # noqa: E402
 from kernelrl.evaluation.precompile import candidate_cache_dir  # noqa: E402
+from kernelrl.evaluation.stats import robust_sd  # noqa: E402
 from kernelrl.tasks import get_task  # noqa: E402
 from kernelrl.tasks.seeds import load_seeds  # noqa: E402
 
@@ -60,11 +61,6 @@ def _load(source: str, name: str) -> dict:
 
 def _to(xs, dev):
     return [x.to(dev) if torch.is_tensor(x) else x for x in xs]
-
-
-def _robust_sd(xs: list[float]) -> float:
-    med = statistics.median(xs)
-    return 1.4826 * statistics.median(abs(x - med) for x in xs)
 
 
 def probe(task_key: str, seed_name: str, dev: torch.device, groups: int, rounds: int, target_ms: float,
@@ -127,7 +123,7 @@ def probe(task_key: str, seed_name: str, dev: torch.device, groups: int, rounds:
                     times[side][g].append(span(ref if side == "ref" else cand, placed[g]))
     med = {side: [statistics.median(t) for t in times[side]] for side in times}
     ratios = [r / c for r, c in zip(med["ref"], med["cand"])]
-    within = {side: statistics.median(_robust_sd(t) / statistics.median(t) for t in times[side]) for side in times}
+    within = {side: statistics.median(robust_sd(t) / statistics.median(t) for t in times[side]) for side in times}
     pct = lambda x: round(100 * x, 3)  # noqa: E731
     return {"task": task_key, "seed": seed.name, "device": str(dev), "k": k, "groups": groups, "rounds": rounds,
             "ref_ms": round(statistics.median(med["ref"]) / k * 1e3, 5),
@@ -137,7 +133,7 @@ def probe(task_key: str, seed_name: str, dev: torch.device, groups: int, rounds:
                             "cand": pct(max(med["cand"]) / min(med["cand"]) - 1),
                             "ratio": pct(max(ratios) / min(ratios) - 1)},
             "ratio_median": round(statistics.median(ratios), 5),
-            "ratio_sd_pct": pct(_robust_sd(ratios) / statistics.median(ratios)),
+            "ratio_sd_pct": pct(robust_sd(ratios) / statistics.median(ratios)),
             "group_ratios": [round(x, 5) for x in ratios]}
 
 

@@ -252,11 +252,10 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
         tol = median_noise = 0.0
     cpu_ex = cpu_noise = None
     if ref_harness_cpu is not None and cand_harness_cpu is not None:
-        nc = min(len(ref_harness_cpu), len(cand_harness_cpu))
-        if nc:
-            cpu_excess = [cand_harness_cpu[b] - ref_harness_cpu[b] for b in range(nc)]
+        cpu_excess = [c - r for r, c in zip(ref_harness_cpu, cand_harness_cpu)]
+        if cpu_excess:
             cpu_ex = statistics.median(cpu_excess) / k
-            cpu_noise = _median_excess_noise(ref_harness_cpu[:nc], cpu_excess) / k
+            cpu_noise = _median_excess_noise(ref_harness_cpu[:len(cpu_excess)], cpu_excess) / k
     # The forgiven share is also capped at ``span_cap`` of the candidate's own span time in that block (1/3 before
     # EvalConfig.harness_allowance): work moved into the harness then gains at most 1 + span_cap over doing it in
     # the span (moving span_cap / (1 + span_cap) of it, all forgiven), however noisy the machine (a loaded 2-core
@@ -343,7 +342,7 @@ def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[f
     if n == 0:
         return PairedStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     ref_med = statistics.median(ref_harness[:nh]) if nh else 0.0
-    sigma = math.sqrt(2) * 1.4826 * statistics.median(abs(x - ref_med) for x in ref_harness[:nh]) if nh else 0.0
+    sigma = math.sqrt(2) * robust_sd(ref_harness[:nh])
     sigma = max(sigma, 0.01 * ref_med)
     order = sorted(range(nh), key=lambda b: excess[b])
     g = max(1, nh // 10) if nh >= 3 else 0
