@@ -21,7 +21,7 @@ CACHE=/tmp/kernelrl-compile-cache
 if [ -f .ccache/ccache.tgz ]; then mkdir -p "$CACHE" && tar -C "$CACHE" -xzf .ccache/ccache.tgz && echo "compile cache restored"; fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
     --format=csv; python3 -c 'import torch, sys; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name(0))'
-  nproc; git log -1 --format='commit %H %s' 2>/dev/null; git status --short 2>/dev/null | head -20; } 2>&1 | tee "$OUT/env.txt"
+  nproc; lscpu -e=CPU,CORE,SOCKET 2>/dev/null | tr '\n' ' '; echo; git log -1 --format='commit %H %s' 2>/dev/null; git status --short 2>/dev/null | head -20; } 2>&1 | tee "$OUT/env.txt"
 if [[ " ${PARTS:-} " == *" prebuild "* ]]; then
   # Build the candidates' extensions on cores 0-7 while other parts run (their workers are pinned to the top
   # cores): the later parts then find them built.
@@ -59,9 +59,11 @@ for part in ${PARTS:-redteam bench}; do
     held)
       timeout "${HELD_TIMEOUT:-200}" python3 bench/held_clock_check.py --out "$OUT/held.jsonl" ${HELD_ARGS:-} 2>&1 \
         | tee "$OUT/held.log" ;;
-    placement)
-      timeout "${PLACEMENT_TIMEOUT:-200}" python3 bench/placement_probe.py --out "$OUT/placement.jsonl" \
-        ${PLACEMENT_ARGS:-} 2>&1 | tee "$OUT/placement.log" ;;
+    placement)  # PLACEMENT_RUNS fresh processes in turn (--seed 1..N): placement within one against between them
+      for run in $(seq 1 "${PLACEMENT_RUNS:-1}"); do
+        timeout "${PLACEMENT_TIMEOUT:-200}" python3 bench/placement_probe.py --out "$OUT/placement.jsonl" \
+          --seed "$run" ${PLACEMENT_ARGS:-} 2>&1 | tee -a "$OUT/placement.log"
+      done ;;
     modes)
       timeout "${MODES_TIMEOUT:-500}" python3 bench/timer_modes.py --out "$OUT/modes" ${MODES_ARGS:-} 2>&1 \
         | tee "$OUT/modes.log" ;;

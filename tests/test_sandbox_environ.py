@@ -78,3 +78,31 @@ def test_scratch_of_a_killed_evaluator_is_reaped(tmp_path):
     removed = reap_stale_scratch(str(tmp_path))
     assert sorted(removed) == sorted(n for n, keep in names.items() if not keep)
     assert {p.name for p in tmp_path.iterdir()} == {n for n, keep in names.items() if keep}
+
+
+def _fake_topology(root, siblings: dict[int, str]) -> str:
+    for cpu, text in siblings.items():
+        d = root / f"cpu{cpu}" / "topology"
+        d.mkdir(parents=True)
+        (d / "thread_siblings_list").write_text(text + "\n")
+    return str(root)
+
+
+def test_gpu_timing_cores_take_both_threads_of_one_physical_core_and_leave_nothing_beside_them(tmp_path):
+    """With SMT (16 vCPUs as 8 cores x 2, siblings n and n+8, as on the H100 VM) each GPU's timing set is one
+    physical core's two threads, so no busy-poll of the parent or the holder runs on a sibling of a timed worker;
+    without SMT (or sysfs) the two top cores, as before; too few cores: none."""
+    from kernelrl.evaluation.sandbox import _gpu_timing_sets, _siblings
+
+    smt = _fake_topology(tmp_path / "smt", {c: f"{c % 8},{c % 8 + 8}" for c in range(16)})
+    assert _siblings(3, smt) == {3, 11}
+    sets = _gpu_timing_sets(list(range(16)), 2, smt)
+    assert sets == [{7, 15}, {6, 14}]
+    flat = _fake_topology(tmp_path / "flat", {c: str(c) for c in range(16)})
+    assert _gpu_timing_sets(list(range(16)), 2, flat) == [{14, 15}, {12, 13}]
+    assert _gpu_timing_sets(list(range(16)), 1, str(tmp_path / "none")) == [{14, 15}]
+    ranged = _fake_topology(tmp_path / "ranged", {c: f"{c - c % 2}-{c - c % 2 + 1}" for c in range(8)})
+    assert _gpu_timing_sets(list(range(8)), 1, ranged) == [{6, 7}]
+    # an affinity mask holding one thread of a pair only: that core is not used for timing
+    assert _gpu_timing_sets([0, 1, 2, 3, 8, 9, 10, 11, 15], 1, smt) == [{3, 11}]
+    assert _gpu_timing_sets([0, 1, 2], 1, smt) == []

@@ -140,13 +140,15 @@ class Phase:
     reply), ``hold`` and ``work`` the holder's events (a -> b, b -> c), ``cpu`` the worker's CPU seconds in it
     (kernel clock), ``nominal`` the hold's planned seconds, ``drain`` the parent-clock seconds of the quiesce just
     before it (the reference's waits for the candidate's leftover GPU work and for the context switch; the
-    candidate's, for the switch alone)."""
+    candidate's, for the switch alone), ``second`` whether the other side's phase of the same kind came just before
+    it (harness phases: each block draws the order)."""
     wall: float
     hold: float
     work: float
     cpu: float
     nominal: float
     drain: float = 0.0
+    second: bool = False
 
 
 @dataclass
@@ -164,6 +166,17 @@ class HeldBook:
 
     def discard(self) -> None:
         self.pending = []
+
+
+# Per-process biases of the harness phases' host-side checks, as fractions of the reference's own value: on the
+# H100 VM the same harness code took 25-50% more CPU time in one worker than in the other for a whole evaluation
+# (either side; 2026-11-26 v8 call 1: DiagMatmul 4.9 against 7.5 ms a span, Swish 4.1 against 5.1, another Swish
+# evaluation the reverse, 9 against 4.3), so the standard error of n pairs shrinks while the bias stays, and
+# honest candidates lost up to half their score. A cheat that computes on the host during staging to skip GPU
+# work does far more than this (the red team's precompute: 2.1x the reference's CPU and 5x its outside time),
+# and its GPU work in the phase is charged in full anyway (pair_times). The spans' checks keep no such floor.
+HARNESS_CPU_BIAS = 0.6
+HARNESS_OUTSIDE_BIAS = 1.0
 
 
 def _tmean(xs: list[float]) -> float:
@@ -184,7 +197,7 @@ def pair_times(kind: str, ref: Phase, cand: Phase, book: HeldBook) -> tuple[floa
     row = {"nominal": ref.nominal, "hold_r": ref.hold, "hold_c": cand.hold,
            "out_r": max(0.0, ref.wall - ref.hold - ref.work), "out_c": max(0.0, cand.wall - cand.hold - work_c),
            "cpu_r": ref.cpu, "cpu_c": cand.cpu, "work_r": ref.work, "work_c": work_c,
-           "drain_r": ref.drain, "drain_c": cand.drain}
+           "drain_r": ref.drain, "drain_c": cand.drain, "cand_second": cand.second}
     book.pending.append((kind, row))
     return max(ref.work, 0.0), work_c
 
@@ -213,6 +226,14 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
     n = len(rows)
     go_drains = [r["drain_c"] for r in book.pairs["go"]] or [r["drain_c"] for r in rows]
     base_drain = statistics.median(go_drains)
+    if kind != "go":
+        # A harness phase's own clean baseline: the candidate's waits when the reference's phase of the same kind
+        # came just before (the GPU idle before the reference's, so only its leftovers and the switch; the
+        # candidate's own leftovers cannot reach it). After staging, the switch took 20-130 us longer than after a
+        # span on the H100 (v8 call 1): honest candidates were charged it, 0.5-3.7% of their spans.
+        clean = [r["drain_c"] for r in rows if r.get("cand_second")]
+        if len(clean) >= 3:
+            base_drain = max(base_drain, statistics.median(clean))
     nominal = statistics.median(r["nominal"] for r in rows)
     cpu_ref = statistics.median(r["cpu_r"] for r in rows)
     diffs = {
@@ -230,7 +251,11 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
         "cpu": max(math.sqrt(2) * robust_sd([r["cpu_r"] for r in rows]), 0.15 * cpu_ref, 5e-6),
         "drain": max(math.sqrt(2) * robust_sd(go_drains), 5e-6),
     }
-    return {key: max(0.0, _tmean(d) - 2 * sigma[key] / math.sqrt(n)) for key, d in diffs.items()}
+    bias = {"stretch": 0.0, "outside": 0.0, "cpu": 0.0, "drain": 0.0}
+    if kind != "go":  # per-process biases (HARNESS_CPU_BIAS): an allowance that does not shrink with n
+        bias["cpu"] = HARNESS_CPU_BIAS * cpu_ref
+        bias["outside"] = HARNESS_OUTSIDE_BIAS * statistics.median(r["out_r"] for r in rows)
+    return {key: max(0.0, _tmean(d) - max(2 * sigma[key] / math.sqrt(n), bias[key])) for key, d in diffs.items()}
 
 
 def held_info(book: HeldBook, k: int) -> dict:

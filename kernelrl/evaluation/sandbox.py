@@ -543,19 +543,63 @@ def _gpu_count() -> int:
         return 0
 
 
+def _siblings(cpu: int, root: str = "/sys/devices/system/cpu") -> frozenset[int]:
+    """The hardware threads sharing ``cpu``'s physical core (itself included; just itself without SMT or sysfs)."""
+    try:
+        text = Path(root, f"cpu{cpu}", "topology", "thread_siblings_list").read_text().strip()
+    except OSError:
+        return frozenset({cpu})
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        try:
+            out.update(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            return frozenset({cpu})
+    return frozenset(out | {cpu})
+
+
+def _gpu_timing_sets(avail: list[int], n_gpus: int, root: str = "/sys/devices/system/cpu") -> list[set[int]]:
+    """One set of cores per GPU (index order), from the top of ``avail``: two cores each, and with SMT both threads
+    of one physical core, its sibling left to nothing else. Why: on the H100 VM (16 vCPUs) the same harness code
+    took 1.3-2x the CPU time in one worker as in the other for a whole evaluation (2026-11-26, call 1 of v8):
+    a worker pinned beside a busy sibling thread (the holder's or the parent's busy-polls) runs slower, and the
+    held clock's CPU-time checks charged honest candidates for it. Empty when the cores do not suffice (at least
+    two cores must stay for everything else)."""
+    if len(avail) < 2 * n_gpus + 2:
+        return []
+    left = list(avail)
+    sets: list[set[int]] = []
+    smt = any(len(_siblings(c, root)) > 1 for c in avail)
+    for _ in range(n_gpus):
+        pick: set[int] | None = None
+        if smt:
+            for c in reversed(left):
+                sib = _siblings(c, root)
+                if len(sib) == 2 and sib <= set(left):
+                    pick = set(sib)
+                    break
+        if pick is None:
+            pick = set(left[-2:])
+        sets.append(pick)
+        left = [c for c in left if c not in pick]
+        if len(left) < 2:
+            return []
+    return sets
+
+
 def timing_cores(device: str) -> set[int] | None:
     """The cores both workers of one evaluation are pinned to while they are timed (they never run at once, so
-    launch-bound kernels of both sides are timed on the same cores' speed). cuda:N gets the N-th pair from the
-    top of the cores this process may use (one evaluation per GPU, clear of core 0 where the OS and the parent
-    tend to run); a pair, so the CUDA driver's helper threads do not preempt the launching thread. CPU
-    evaluations get one core each, every core in turn from the top (concurrent evaluations spread out). None
-    when there are too few cores."""
+    launch-bound kernels of both sides are timed on the same cores' speed). cuda:N gets the N-th set from the top
+    of the cores this process may use (one evaluation per GPU, clear of core 0 where the OS and the parent tend
+    to run): two cores, so the CUDA driver's helper threads do not preempt the launching thread, and with SMT the
+    two threads of one physical core (``_gpu_timing_sets``). CPU evaluations get one core each, every core in
+    turn from the top (concurrent evaluations spread out). None when there are too few cores."""
     avail = _avail_cores()
     if device.startswith("cuda"):
         idx = int(device.split(":")[1]) if ":" in device else 0
-        if len(avail) < 2 * (idx + 1) + 2:
-            return None
-        return set(avail[len(avail) - 2 * (idx + 1): len(avail) - 2 * idx])
+        sets = _gpu_timing_sets(avail, max(_gpu_count(), idx + 1))
+        return sets[idx] if idx < len(sets) else None
     if len(avail) < 2:
         return None
     with _PIN_LOCK:
@@ -565,10 +609,12 @@ def timing_cores(device: str) -> set[int] | None:
 
 
 def spare_cores() -> set[int] | None:
-    """Where workers start and build (imports, nvcc) on a GPU host: every core but the GPUs' timing pairs, so a
-    spare starting in the background never competes with an evaluation being timed."""
+    """Where workers start and build (imports, nvcc) on a GPU host: every core but the GPUs' timing sets (and
+    their sibling threads), so a spare starting in the background never competes with an evaluation being timed."""
     avail = _avail_cores()
-    keep = avail[: len(avail) - 2 * max(_gpu_count(), 1)]
+    sets = _gpu_timing_sets(avail, max(_gpu_count(), 1))
+    taken = set().union(*sets) if sets else set(avail[len(avail) - 2 * max(_gpu_count(), 1):])
+    keep = [c for c in avail if c not in taken]
     return set(keep) if len(keep) >= 2 else None
 
 
