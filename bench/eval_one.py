@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""One evaluation of one evaluator_bench candidate, with its phases printed as they happen: a diagnostic for a
+task that stalls or runs long (on the H100, 2026-11-26: the scaled GRU, ~20 ms a call, printed nothing in 575 s
+of evaluator_bench).
+
+    python bench/eval_one.py --index 32 --device cuda --clock held --max-wall-s 80 --stack-after 70
+
+Prints each progress step with its time, then the result's score, flags, error and timing keys (JSON). With
+``--stack-after S`` every thread's Python stack is dumped to stderr after S seconds if it is still running
+(faulthandler), so a stall shows where it sits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import faulthandler
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.evaluator_bench import candidates  # noqa: E402
+from kernelrl.config.stages import EvalConfig  # noqa: E402
+from kernelrl.evaluation import evaluate  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index", type=int, required=True, help="Position in evaluator_bench's candidate list.")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--clock", default=None, choices=("host", "device", "held"))
+    ap.add_argument("--budget-s", type=float, default=None)
+    ap.add_argument("--max-wall-s", type=float, default=None, help="EvalConfig.max_wall_s (the absolute cap).")
+    ap.add_argument("--stack-after", type=float, default=0.0, help="Dump every thread's stack after this long.")
+    a = ap.parse_args()
+    task, seed = candidates(a.device)[a.index]
+    over = {k: v for k, v in (("clock", a.clock), ("budget_s", a.budget_s), ("max_wall_s", a.max_wall_s))
+            if v is not None}
+    cfg = dataclasses.replace(EvalConfig(device=a.device, keep_rounds=True), **over)
+    print(f"{task.key} / {seed.name}: {over}", flush=True)
+    if a.stack_after > 0:
+        faulthandler.dump_traceback_later(a.stack_after, exit=False)
+    t0 = time.monotonic()
+    last = [""]
+
+    def progress(frac: float, phase: str) -> None:
+        if phase != last[0]:
+            last[0] = phase
+            print(f"  {time.monotonic() - t0:7.2f} s  {phase} ({frac:.2f})", flush=True)
+
+    r = evaluate(task, seed.source, cfg, progress=progress)
+    faulthandler.cancel_dump_traceback_later()
+    timing = {k: v for k, v in (r.timing or {}).items() if k != "rounds_raw"}
+    print(json.dumps({"wall_s": round(time.monotonic() - t0, 2), "speedup": r.speedup, "flags": r.flags,
+                      "error": r.error, "timing": timing}, default=str)[:6000], flush=True)
+
+
+if __name__ == "__main__":
+    main()
