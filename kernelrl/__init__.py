@@ -15,5 +15,7 @@ __version__ = "0.1.0"
 # to it; integer outputs may differ in one element per thousand (argmax near-ties). Version 6: the candidate's
 # harness phases drained like the reference's; experimental device clock. Version 7: on CUDA the held clock is the
 # default (EvalConfig.clock; kernelrl/evaluation/held.py): spans and harness phases timed as GPU time by a trusted
-# holder process, so CUDA scores of version 6 (wall semantics) are not comparable.
-EVALUATOR_VERSION = "kernelrl-eval-7"
+# holder process, so CUDA scores of version 6 (wall semantics) are not comparable. Version 8: the held clock takes
+# the fixed cost of a held span (an empty span's, EvalConfig.held_span_overhead) off both sides' spans, and its
+# harness checks allow for per-process biases (held.HARNESS_CPU_BIAS): fast candidates' CUDA scores rise 10-30%.
+EVALUATOR_VERSION = "kernelrl-eval-8"

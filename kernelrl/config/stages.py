@@ -123,6 +123,13 @@ class EvalConfig:
         "around the worker's calls and device-wide sync (wall semantics: a launch-bound reference's dispatch "
         "counts), as in version 6. 'device' (experimental, not for rewards): the worker's own CUDA events behind a "
         "spin kernel in its own process, which it can shorten (tests/redteam/cuda/shorten_spin.py).")
+    held_span_overhead: bool = knob(
+        True, help="clock='held' (version 8): each counted block also times one *empty* held span per side (no "
+        "calls: the holder's GO, the worker's wait and DONE, the two context switches), and the smaller side's "
+        "median is taken off every span of both sides. On the H100 VM a held span carried ~300 us of such fixed "
+        "cost (regressed over k on 15 tasks, 2026-11-26 v8: 230-340 us on the candidate's side), 15-30% of a fast "
+        "candidate's 1-2 ms span: scores were understated and moved with k (RMSNorm 3.19 at k=101, 2.49 at k=25). "
+        "The candidate cannot raise what is taken off (the smaller of the two medians; its own only lowers it).")
     device_spin_factor: float = knob(
         3.0, help="clock='device': the spin kernel before a span lasts this many times the host's queueing time of "
         "the span's calls (+0.2 ms). 1.5 left the GPU waiting for the host in some spans (35% and 76% between "

@@ -44,7 +44,8 @@ from kernelrl.config.devices import resolve_device
 from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
-from kernelrl.evaluation.held import HeldBook, Phase, Semaphores, charges, held_info, hold_plan, pair_times
+from kernelrl.evaluation.held import (EMPTY_HOLD_S, HeldBook, Phase, Semaphores, charges, held_info, held_span_overhead,
+                                      hold_plan, pair_times)
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, keep_off_cores,
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
@@ -1158,11 +1159,18 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     held = _held_clock(s)
     ovh = 0.0 if device_clock or held else cal.overhead
 
+    # EvalConfig.held_span_overhead: each counted block's empty held span per side (the fixed cost of a span)
+    empties: dict[str, list[float]] = {"ref": [], "cand": []}
+
+    def span_overhead() -> float:
+        return held_span_overhead(empties["ref"], empties["cand"], go["ref"], go["cand"]) if held else 0.0
+
     def stats_of(go, harness, k, block_of) -> PairedStats:
         if held:  # GPU times; the candidate's charges (held.charges: aggregate checks) on its spans and harness
             c_go = sum(charges(s.book, "go").values())
             c_h = sum(sum(charges(s.book, kind).values()) for kind in ("stage", "digest")) / B
-            return paired_totals(go["ref"], [g + c_go for g in go["cand"]], harness["ref"],
+            o = span_overhead()
+            return paired_totals([g - o for g in go["ref"]], [g - o + c_go for g in go["cand"]], harness["ref"],
                                  [h + c_h for h in harness["cand"]], k, block_of, robust=True)
         if device_clock:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
             return paired_totals(go["ref"], go["cand"], harness["ref"], harness["cand"], k, block_of)
@@ -1224,6 +1232,15 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             elif held:
                 t["ref"], t["cand"] = pair_times("go", replies["ref"]["phase"], replies["cand"]["phase"], s.book)
             pairs.append((t["ref"], t["cand"], order[0] is s.ref))
+        empty_now = {}
+        if held and cfg.held_span_overhead:
+            # One empty held span per side (n = 0: GO, the worker's wait, DONE; no call), in random order after the
+            # block's spans: its GPU time is the fixed cost every span of that side carries (span_overhead).
+            for w in s.rng.sample(both, 2):
+                _, _, rep = s.go(w, 0, tmo[w.role], 0.0, None, hold_s=EMPTY_HOLD_S)
+                work = rep["phase"].work
+                if math.isfinite(work) and work >= 0:
+                    empty_now[w.role] = work
         for role in ("ref", "cand"):
             expect[role] = statistics.median(walls[role]) - (spin or 0.0)
             if device_clock and q_block[role]:
@@ -1286,6 +1303,8 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                 continue
             warming, warmup_blocks = False, blocks - 1
         s.book.commit()
+        for role, work in empty_now.items():
+            empties[role].append(work)
         for tr, tc, rf in pairs:
             go["ref"].append(tr)
             go["cand"].append(tc)
@@ -1333,6 +1352,10 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             **bucket_stats(ratios, cfg.buckets).to_dict()}
     if held:
         info.update(held_info(s.book, k))
+        if empties["ref"] and empties["cand"]:
+            info.update(empty_span_ms_ref=round(statistics.median(empties["ref"]) * 1e3, 4),
+                        empty_span_ms_cand=round(statistics.median(empties["cand"]) * 1e3, 4),
+                        span_overhead_ms=round(span_overhead() * 1e3, 4))
         cand_med = statistics.median(go["cand"]) if go["cand"] else 0.0
         ch = charges(s.book, "go")
         if ch["stretch"] + ch["outside"] > 0.05 * cand_med:

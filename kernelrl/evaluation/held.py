@@ -258,6 +258,21 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
     return {key: max(0.0, _tmean(d) - max(2 * sigma[key] / math.sqrt(n), bias[key])) for key, d in diffs.items()}
 
 
+EMPTY_HOLD_S = 1e-3  # an empty span's hold: outlasts the worker's request and its GO wait (hold_plan adds 0.5 ms)
+
+
+def held_span_overhead(empty_ref: list[float], empty_cand: list[float], go_ref: list[float],
+                       go_cand: list[float]) -> float:
+    """What the held clock takes off every span of both sides (EvalConfig.held_span_overhead): the smaller of the
+    two sides' median empty span (GO, the worker's wait, DONE, the two context switches; no call), so the
+    candidate can only lower it; 0 with fewer than 3 of either; at most half the shorter side's median span (a
+    guard against a broken measurement, never near on the H100: ~0.3 ms against 1-10 ms spans)."""
+    if min(len(empty_ref), len(empty_cand)) < 3 or not go_ref or not go_cand:
+        return 0.0
+    o = min(statistics.median(empty_ref), statistics.median(empty_cand))
+    return max(0.0, min(o, 0.5 * statistics.median(go_ref), 0.5 * statistics.median(go_cand)))
+
+
 def held_info(book: HeldBook, k: int) -> dict:
     """timing's keys for the held clock: medians per span (ms) and the charges per call (ms)."""
     go = book.pairs["go"]
