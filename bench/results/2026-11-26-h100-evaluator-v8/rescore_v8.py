@@ -5,7 +5,7 @@ paired_totals(robust=True) on the recorded GPU times (rounds_raw; the held check
 them, so both re-scores leave them out), once as recorded (O = 0) and once with O off every span of both sides;
 the long run likewise. Then the benchmark's keys from the re-scores.
 
-    python bench/results/2026-11-26-h100-evaluator-v8/rescore_v8.py bench/results/2026-11-26-h100-evaluator-v8/benchmark/rows.jsonl
+    cd bench/results/2026-11-26-h100-evaluator-v8 && python rescore_v8.py benchmark/rows.jsonl
 """
 import json
 import statistics
