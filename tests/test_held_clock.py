@@ -305,3 +305,19 @@ def test_the_fixed_cost_of_a_held_span_is_the_smaller_sides_median_empty_span():
 def test_held_span_overhead_is_a_knob_on_by_default():
     assert EvalConfig().held_span_overhead is True
     assert EvalConfig(held_span_overhead=False).held_span_overhead is False
+
+
+def test_a_host_bound_reference_leaves_the_held_clock_only_when_asked_and_beyond_the_ratio():
+    """EvalConfig.held_wall_ratio (experimental, off by default): the scaled GRU's reference took ~1.4 s a call on
+    the parent's clock for ~9 ms of GPU work (H100, v8 call 6): beyond 10x it is the host's task; a launch-bound
+    Softmax (~0.1 ms wall for 45 us of GPU work) is not. Decided from the reference alone."""
+    from kernelrl.evaluation.api import host_bound_reference
+
+    assert host_bound_reference(1.375, 8.97e-3, 0.0) == ""  # off
+    why = host_bound_reference(1.375, 8.97e-3, 10.0)
+    assert why.startswith("reference host-bound") and "1375.000 ms" in why and "> 10x" in why
+    assert host_bound_reference(100e-6, 45e-6, 10.0) == ""
+    assert host_bound_reference(1.0, 0.0, 10.0) == ""  # no GPU time measured: stay
+    assert EvalConfig().held_wall_ratio == 0.0
+    with pytest.raises(ConfigError, match="held_wall_ratio"):
+        validate_values(EvalConfig(held_wall_ratio=-1.0), "eval")

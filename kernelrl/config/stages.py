@@ -130,6 +130,14 @@ class EvalConfig:
         "cost (regressed over k on 15 tasks, 2026-11-26 v8: 230-340 us on the candidate's side), 15-30% of a fast "
         "candidate's 1-2 ms span: scores were understated and moved with k (RMSNorm 3.19 at k=101, 2.49 at k=25). "
         "The candidate cannot raise what is taken off (the smaller of the two medians; its own only lowers it).")
+    held_wall_ratio: float = knob(
+        0.0, help="clock='held' (experimental, 0 = off): an evaluation whose reference takes more than this many "
+        "times its held GPU time per call on the parent's clock (calibration, before any candidate code runs) "
+        "uses the host clock instead (timing.held_off says why). For Python-stepped references (the scaled GRU: "
+        "~1.4 s of dispatch for ~9 ms of GPU work a call on the H100 VM), where GPU time alone is a tiny part of "
+        "what a user waits for and an honest candidate that synchronizes inside forward (cuDNN's GRU) scored 0.02 "
+        "on the held clock. Not yet run on a GPU; 10 would separate that GRU (150x) from launch-bound small "
+        "kernels (1-3x).")
     device_spin_factor: float = knob(
         3.0, help="clock='device': the spin kernel before a span lasts this many times the host's queueing time of "
         "the span's calls (+0.2 ms). 1.5 left the GPU waiting for the host in some spans (35% and 76% between "

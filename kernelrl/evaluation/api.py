@@ -334,6 +334,7 @@ class _Session:
         self.queue = {kind: {"ref": [], "cand": []} for kind in ("go", "stage", "digest")}
         self.queue0 = {"go": 1e-3, "stage": 1e-3, "digest": 1e-3}
         self.queue_full = False  # the reference's last held block: its queueing lasted its hold (ref_block_held)
+        self.held_off = ""  # why this evaluation left the held clock for the host clock (_calibrate), or ""
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
 
@@ -887,6 +888,8 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
     _post_checks(s, result, cal, st, info)
     s.mark("post_checks")
     result.timing["phases_s"] = s.phases
+    if s.held_off:
+        result.timing["held_off"] = s.held_off
     result.timing["spare_workers_used"] = s.spares_used
 
 
@@ -963,6 +966,11 @@ def _calibrate(s: _Session) -> _Calibration:
             k = cal.k = max(1, k // 2)
         cal.k_held_cap = k
         cal.ref_dev_baseline = statistics.median(s.ref_block_held(k, spans)) / k
+        why = host_bound_reference(ref_baseline, cal.ref_dev_baseline, cfg.held_wall_ratio)
+        if why:
+            # Decided from the reference alone (the candidate has run no code yet): the task is the host's, and
+            # GPU-time semantics would score it on a tiny fraction of what a user waits for (EvalConfig knob).
+            s.held_off = why
     if _device_clock(s):
         replies: list[dict] = []
         cal.ref_dev_baseline = statistics.median(
@@ -972,8 +980,21 @@ def _calibrate(s: _Session) -> _Calibration:
 
 
 def _held_clock(s: _Session) -> bool:
-    """EvalConfig.clock = "held" applies on CUDA (kernelrl/evaluation/held.py); elsewhere the parent's clock."""
-    return s.cfg.clock == "held" and s.device.startswith("cuda")
+    """EvalConfig.clock = "held" applies on CUDA (kernelrl/evaluation/held.py); elsewhere the parent's clock, and
+    on an evaluation whose reference is host-bound beyond EvalConfig.held_wall_ratio (``s.held_off``)."""
+    return s.cfg.clock == "held" and s.device.startswith("cuda") and not s.held_off
+
+
+def host_bound_reference(ref_wall_per_call: float, ref_gpu_per_call: float, ratio: float) -> str:
+    """Why an evaluation should leave the held clock for the host clock, or "": the reference's wall time per call
+    (parent's clock, calibration) exceeds ``ratio`` x its held GPU time per call (0 = never). A Python-stepped
+    recurrence (the scaled GRU: 512 steps, ~1.4 s of dispatch a call for ~9 ms of GPU work on the H100 VM) is a
+    task of the host: on GPU time alone its honest cuDNN candidate, which synchronizes inside forward, scored 0.02
+    (bench/results/2026-11-26-h100-evaluator-v8/call6/gru.log)."""
+    if ratio <= 0 or ref_gpu_per_call <= 0 or ref_wall_per_call <= ratio * ref_gpu_per_call:
+        return ""
+    return (f"reference host-bound: {ref_wall_per_call * 1e3:.3f} ms a call on the parent's clock, "
+            f"{ref_gpu_per_call * 1e3:.3f} ms of GPU work (> {ratio:g}x)")
 
 
 def _device_clock(s: _Session) -> bool:
