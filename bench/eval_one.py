@@ -35,12 +35,14 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=None)
     ap.add_argument("--max-wall-s", type=float, default=None, help="EvalConfig.max_wall_s (the absolute cap).")
     ap.add_argument("--calls-per-span", type=int, default=None, help="EvalConfig.calls_per_span (0: calibrate).")
+    ap.add_argument("--held-wall-ratio", type=float, default=None, help="EvalConfig.held_wall_ratio.")
     ap.add_argument("--no-span-overhead", action="store_true", help="EvalConfig.held_span_overhead = False.")
     ap.add_argument("--stack-after", type=float, default=0.0, help="Dump every thread's stack after this long.")
     a = ap.parse_args()
     task, seed = candidates(a.device)[a.index]
     over = {k: v for k, v in (("clock", a.clock), ("budget_s", a.budget_s), ("max_wall_s", a.max_wall_s),
-                              ("calls_per_span", a.calls_per_span)) if v is not None}
+                              ("calls_per_span", a.calls_per_span), ("held_wall_ratio", a.held_wall_ratio))
+            if v is not None}
     if a.no_span_overhead:
         over["held_span_overhead"] = False
     cfg = dataclasses.replace(EvalConfig(device=a.device, keep_rounds=True), **over)
