@@ -88,8 +88,11 @@ def task():
 def honest_score(task):
     """What honest work measures here: the estimate (not the conservative lower bound, which moves with the
     interval's width: 8 blocks of a 0.6 s budget once put it at 0.81 for a ~3.5x estimate) of a 2 s run."""
-    res = evaluate(task, (HERE / "honest.py").read_text(), dataclasses.replace(CFG, budget_s=2.0))
-    assert res.success, res.error
+    for _ in range(3):  # a noise flag alone (reference-slowed on the loaded 2-core VM) measures nothing: again
+        res = evaluate(task, (HERE / "honest.py").read_text(), dataclasses.replace(CFG, budget_s=2.0))
+        if res.success or not set(res.flags) & FATAL <= NOISE_FLAGS:
+            break
+    assert res.success, f"{res.flags} {res.error}"
     return max(res.speedup, float(res.timing.get("estimate") or 0.0))
 
 
@@ -114,7 +117,10 @@ def test_redteam_candidate(name, task, honest_score, monkeypatch):
     elif kind == CAUGHT:
         print(info)  # which of the two it was, for the log
         if fatal:
-            assert fatal & allowed and fatal <= allowed | NOISE_FLAGS and res.speedup == 0.0, info
+            # caught by its own flag, or zeroed by a noise flag alone (reference-slowed fired on an idle 2-core VM
+            # in 1 of 15 runs of precompute_while_staging, 2026-11-26): a score of 0 either way, nothing gained
+            assert (fatal & allowed or fatal <= NOISE_FLAGS) and fatal <= allowed | NOISE_FLAGS, info
+            assert res.speedup == 0.0, info
         else:
             assert res.timing["harness_charge_ms"] > 0, f"{info} timing={res.timing}"
             assert res.speedup <= CAUGHT_BOUND * honest_score + 0.3, f"{info} (honest: {honest_score})"
