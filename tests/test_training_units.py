@@ -165,3 +165,25 @@ def test_kernelrl_train_cli(isolated_home):
     assert r.exit_code == 2 and "has not finished" in r.output
     r = CliRunner().invoke(app, ["train", "sft", "--run", "cli"])  # augment (a dry run) stored nothing to learn
     assert r.exit_code == 2 and "no successful snippet" in r.output
+
+
+def test_eval_service_lease_comes_from_the_environment_and_must_be_positive(store, monkeypatch):
+    """KERNELRL_EVAL_LEASE_S: how long a stage's claim on a job lasts without a heartbeat (a killed stage's rerun
+    takes its job over once it lapses); no in-process workers here (KERNELRL_EVAL_LOCAL_WORKERS=0)."""
+    from kernelrl.config.stages import EvalConfig
+    from kernelrl.training.common import eval_service
+
+    monkeypatch.setenv("KERNELRL_EVAL_LOCAL_WORKERS", "0")
+    monkeypatch.setenv("KERNELRL_EVAL_LEASE_S", "8")
+    for value, want in (("8", 8.0), (None, 30.0)):
+        if value is None:
+            monkeypatch.delenv("KERNELRL_EVAL_LEASE_S")
+        svc = eval_service(store, EvalConfig(device="cpu"))
+        try:
+            assert svc.queue.lease_s == want
+        finally:
+            svc.close()
+    for bad in ("0", "-3"):
+        monkeypatch.setenv("KERNELRL_EVAL_LEASE_S", bad)
+        with pytest.raises(ValueError, match="KERNELRL_EVAL_LEASE_S"):
+            eval_service(store, EvalConfig(device="cpu"))
