@@ -933,7 +933,10 @@ def test_calls_per_span_fixes_k_for_the_whole_evaluation():
     import dataclasses
 
     r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, calls_per_span=3, budget_s=0.2))
-    assert r.success and r.timing["calls_per_round"] == 3  # calibration alone picks far more for this task
+    # the interference check's noise flag (reference-slowed) fired once on the 2-core VM for these 3-call spans: it
+    # zeroes the score after timing, which is not what this test is about
+    assert r.success or set(r.flags) & FATAL <= {"reference-slowed"}, r.flags
+    assert r.timing["calls_per_round"] == 3  # calibration alone picks far more for this task
     assert "calls_per_round_at_calibration" not in r.timing
 
 
