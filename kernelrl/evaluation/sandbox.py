@@ -561,24 +561,19 @@ def _siblings(cpu: int, root: str = "/sys/devices/system/cpu") -> frozenset[int]
 
 def _gpu_timing_sets(avail: list[int], n_gpus: int, root: str = "/sys/devices/system/cpu") -> list[set[int]]:
     """One set of cores per GPU (index order), from the top of ``avail``: two cores each, and with SMT both threads
-    of one physical core, its sibling left to nothing else. Why: on the H100 VM (16 vCPUs) the same harness code
-    took 1.3-2x the CPU time in one worker as in the other for a whole evaluation (2026-11-26, call 1 of v8):
-    a worker pinned beside a busy sibling thread (the holder's or the parent's busy-polls) runs slower, and the
-    held clock's CPU-time checks charged honest candidates for it. Empty when the cores do not suffice (at least
-    two cores must stay for everything else)."""
+    of one physical core, so no busy-poll of the parent or the holder runs on a sibling thread of a timed worker.
+    (A guess at why the same harness code took 1.3-2x the CPU time in one worker as in the other for a whole
+    evaluation on the H100 VM, 2026-11-26 v8 call 1; that VM has no SMT, so there it changes nothing and the
+    cause is still open.) Empty when the cores do not suffice (at least two cores must stay for everything else)."""
     if len(avail) < 2 * n_gpus + 2:
         return []
+    sib = {c: _siblings(c, root) for c in avail}
+    smt = any(len(v) > 1 for v in sib.values())
     left = list(avail)
     sets: list[set[int]] = []
-    smt = any(len(_siblings(c, root)) > 1 for c in avail)
     for _ in range(n_gpus):
-        pick: set[int] | None = None
-        if smt:
-            for c in reversed(left):
-                sib = _siblings(c, root)
-                if len(sib) == 2 and sib <= set(left):
-                    pick = set(sib)
-                    break
+        pick = next((set(sib[c]) for c in reversed(left) if len(sib[c]) == 2 and sib[c] <= set(left)), None) \
+            if smt else None
         if pick is None:
             pick = set(left[-2:])
         sets.append(pick)
@@ -612,10 +607,10 @@ def spare_cores() -> set[int] | None:
     """Where workers start and build (imports, nvcc) on a GPU host: every core but the GPUs' timing sets (and
     their sibling threads), so a spare starting in the background never competes with an evaluation being timed."""
     avail = _avail_cores()
-    sets = _gpu_timing_sets(avail, max(_gpu_count(), 1))
-    taken = set().union(*sets) if sets else set(avail[len(avail) - 2 * max(_gpu_count(), 1):])
+    sets = _gpu_timing_sets(avail, max(_gpu_count(), 1))  # empty: fewer than two cores would be left anyway
+    taken = set().union(*sets)
     keep = [c for c in avail if c not in taken]
-    return set(keep) if len(keep) >= 2 else None
+    return set(keep) if sets and len(keep) >= 2 else None
 
 
 def _cgroup_free_bytes() -> int | None:
