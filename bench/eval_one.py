@@ -37,6 +37,8 @@ def main() -> None:
     ap.add_argument("--calls-per-span", type=int, default=None, help="EvalConfig.calls_per_span (0: calibrate).")
     ap.add_argument("--held-wall-ratio", type=float, default=None, help="EvalConfig.held_wall_ratio.")
     ap.add_argument("--no-span-overhead", action="store_true", help="EvalConfig.held_span_overhead = False.")
+    ap.add_argument("--cuda-graphs", action="store_true", help="EvalConfig.cuda_graphs = True.")
+    ap.add_argument("--repeat", type=int, default=1, help="Evaluate this many times in turn (fresh workers each).")
     ap.add_argument("--stack-after", type=float, default=0.0, help="Dump every thread's stack after this long.")
     a = ap.parse_args()
     task, seed = candidates(a.device)[a.index]
@@ -45,6 +47,8 @@ def main() -> None:
             if v is not None}
     if a.no_span_overhead:
         over["held_span_overhead"] = False
+    if a.cuda_graphs:
+        over["cuda_graphs"] = True
     cfg = dataclasses.replace(EvalConfig(device=a.device, keep_rounds=True), **over)
     print(f"{task.key} / {seed.name}: {over}", flush=True)
     if a.stack_after > 0:
@@ -57,11 +61,16 @@ def main() -> None:
             last[0] = phase
             print(f"  {time.monotonic() - t0:7.2f} s  {phase} ({frac:.2f})", flush=True)
 
-    r = evaluate(task, seed.source, cfg, progress=progress)
-    faulthandler.cancel_dump_traceback_later()
-    timing = {k: v for k, v in (r.timing or {}).items() if k != "rounds_raw"}
-    print(json.dumps({"wall_s": round(time.monotonic() - t0, 2), "speedup": r.speedup, "flags": r.flags,
-                      "error": r.error, "timing": timing}, default=str)[:6000], flush=True)
+    for rep in range(a.repeat):
+        t0 = time.monotonic()
+        r = evaluate(task, seed.source, cfg, progress=progress)
+        faulthandler.cancel_dump_traceback_later()
+        timing = {k: v for k, v in (r.timing or {}).items() if k != "rounds_raw"}
+        print(json.dumps({"repeat": rep, "wall_s": round(time.monotonic() - t0, 2), "speedup": r.speedup,
+                          "estimate": timing.get("estimate"), "ci": [timing.get("ci_low"), timing.get("ci_high")],
+                          "k": timing.get("calls_per_round"), "blocks": timing.get("blocks"),
+                          "graphs": timing.get("graphs"), "flags": r.flags, "error": r.error,
+                          "timing": timing}, default=str)[:6000], flush=True)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,8 @@ def one(task: Task, source: str, cfg: EvalConfig) -> dict:
             "quiesce_ms_max": t.get("quiesce_wait_ms_max"), "rounds_raw": t.get("rounds_raw"),
             "median_ratio": t.get("median_ratio"), "correctness_split_s": t.get("correctness_split_s"),
             "host_probe": t.get("host_probe"), "warmup_blocks": t.get("warmup_blocks"),
-            "clock": t.get("clock", "host"),
+            "clock": t.get("clock", "host"), "graphs": t.get("graphs"), "held_off": t.get("held_off"),
+            "span_overhead_ms": t.get("span_overhead_ms"),
             "held": {key: t.get(key) for key in ("hold_ms", "held_work_ms_ref", "held_work_ms_cand", "outside_ms_ref",
                                                  "outside_ms_cand", "host_cpu_ms_ref", "host_cpu_ms_cand",
                                                  "stretch_charge_ms", "outside_charge_ms", "host_charge_ms",
@@ -241,6 +242,8 @@ def main() -> None:
                     "5 evaluations + long run outlast a 10-minute device call)")
     ap.add_argument("--held-wall-ratio", type=float, default=None, help="EvalConfig.held_wall_ratio "
                     "(experimental): host-bound references beyond this ratio use the host clock")
+    ap.add_argument("--cuda-graphs", action="store_true", help="EvalConfig.cuda_graphs (experimental): held spans "
+                    "are CUDA-graph replays on both sides where both capture.")
     ap.add_argument("--fix-k", action="store_true", help="Repeats after the first, and the long run, time the "
                     "first repeat's k (EvalConfig.calls_per_span) instead of calibrating their own.")
     ap.add_argument("--max-minutes", type=float, default=9.0)
@@ -266,6 +269,8 @@ def main() -> None:
         cfg = dataclasses.replace(cfg, max_wall_s=a.max_wall_s)
     if a.held_wall_ratio is not None:
         cfg = dataclasses.replace(cfg, held_wall_ratio=a.held_wall_ratio)
+    if a.cuda_graphs:
+        cfg = dataclasses.replace(cfg, cuda_graphs=True)
     import torch
 
     meta = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "host": platform.node(),
@@ -275,7 +280,7 @@ def main() -> None:
                          if k in ("budget_s", "target_ci", "min_timing_s", "min_rounds", "correctness_trials",
                                   "target_round_ms", "max_calls_per_round", "spread_threshold", "clock",
                                   "device_spin_factor", "calls_per_span", "max_wall_s", "held_wall_ratio",
-                                  "held_span_overhead")},
+                                  "held_span_overhead", "cuda_graphs")},
             "repeats": a.repeats, "long_factor": a.long_factor, "fix_k": a.fix_k}
     if (a.out_dir / "prebuild.json").exists():  # built ahead by a --prebuild-only run
         meta["prebuild"] = json.loads((a.out_dir / "prebuild.json").read_text())

@@ -8,7 +8,8 @@
 # CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS), modes (bench/timer_modes.py with
 # $MODES_ARGS: wall clock, blocked GPU clock and CUDA graphs side by side), held (bench/held_clock_check.py with
 # $HELD_ARGS: one pair a few times per clock, with the held clock's keys), placement (bench/placement_probe.py with
-# $PLACEMENT_ARGS: does where the inputs sit in GPU memory move a pair's time and ratio).
+# $PLACEMENT_ARGS: does where the inputs sit in GPU memory move a pair's time and ratio), evals / evals2 (bench/eval_one.py
+# once per ';'-separated argument set in $EVALS / $EVALS2), wait (for the prebuild: "evals wait evals2").
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -67,6 +68,15 @@ for part in ${PARTS:-redteam bench}; do
     modes)
       timeout "${MODES_TIMEOUT:-500}" python3 bench/timer_modes.py --out "$OUT/modes" ${MODES_ARGS:-} 2>&1 \
         | tee "$OUT/modes.log" ;;
+    evals|evals2)  # bench/eval_one.py once per ';'-separated argument set in $EVALS (evals2: $EVALS2)
+      var=${part^^}
+      IFS=';' read -ra sets <<< "${!var:-}"
+      for args in "${sets[@]}"; do
+        echo "== eval_one $args" | tee -a "$OUT/evals.log"
+        timeout "${EVALS_TIMEOUT:-200}" python3 bench/eval_one.py $args 2>&1 | tee -a "$OUT/evals.log"
+      done ;;
+    wait)  # for the prebuild, before parts that time built candidates
+      [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; } ;;
     bench)
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
       timeout "${BENCH_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda --out-dir "$OUT/bench" \

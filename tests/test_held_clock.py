@@ -321,3 +321,43 @@ def test_a_host_bound_reference_leaves_the_held_clock_only_when_asked_and_beyond
     assert EvalConfig().held_wall_ratio == 0.0
     with pytest.raises(ConfigError, match="held_wall_ratio"):
         validate_values(EvalConfig(held_wall_ratio=-1.0), "eval")
+
+
+def test_cuda_graphs_is_off_by_default_and_a_cpu_evaluation_ignores_it():
+    """EvalConfig.cuda_graphs (experimental) times held spans as CUDA-graph replays; the held clock (and so the
+    graphs) applies on CUDA only: a CPU evaluation with it on runs the parent's clock and reports no graphs."""
+    assert EvalConfig().cuda_graphs is False
+    cfg = dataclasses.replace(EvalConfig(device="cpu"), clock="held", cuda_graphs=True, budget_s=0.5,
+                              correctness_trials=2, reverify=False, min_rounds=4)
+    r = evaluate(_TASK, _CAND, cfg)
+    assert r.success and r.speedup > 0 and "graphs" not in r.timing, r.error
+
+
+def test_the_worker_captures_only_on_cuda_and_replays_only_what_it_captured():
+    """worker.cmd_capture on a CPU says it cannot (the evaluation stays eager); a replayed staging or span without
+    captured graphs, or over other buffers than the graphs', is an error, never a silent eager or stale run."""
+    import torch
+
+    from kernelrl.evaluation import worker as W
+
+    saved = dict(W.STATE)
+    try:
+        W.STATE.update(device="cpu", model=torch.nn.Identity(), graphs=None,
+                       template=[{"kind": "const", "value": 3}])
+        h, _ = W.cmd_capture({"k": 2, "spans": 2, "seed": 1}, [])
+        assert h["ok"] and h["graph"] is False and "CUDA" in h["why"]
+        with pytest.raises(RuntimeError, match="no CUDA graphs"):
+            W.cmd_stage({"k": 4, "seed": 1, "replay": True}, [])
+        W.STATE["graphs"] = {"graphs": [object(), object()], "outs": [[], []], "cols": [[3] * 4], "k": 2,
+                             "sets": [[3]] * 4}
+        with pytest.raises(RuntimeError, match="staging 6 sets"):
+            W.cmd_stage({"k": 6, "seed": 1, "replay": True}, [])
+        W.cmd_stage({"k": 4, "seed": 1}, [])  # eager staging: other sets than the graphs' buffers
+        with pytest.raises(RuntimeError, match="one captured graph"):
+            W.cmd_go({"n": 2, "replay": True}, [])
+        # the eager rows are the columns' rows: the refactor of _generate keeps its values
+        cols = [torch.arange(6.0).reshape(3, 2), [7] * 3]
+        assert [[r[0].tolist(), r[1]] for r in W._rows(cols, 3)] == [[[0.0, 1.0], 7], [[2.0, 3.0], 7], [[4.0, 5.0], 7]]
+    finally:
+        W.STATE.clear()
+        W.STATE.update(saved)

@@ -130,6 +130,16 @@ class EvalConfig:
         "cost (regressed over k on 15 tasks, 2026-11-26 v8: 230-340 us on the candidate's side), 15-30% of a fast "
         "candidate's 1-2 ms span: scores were understated and moved with k (RMSNorm 3.19 at k=101, 2.49 at k=25). "
         "The candidate cannot raise what is taken off (the smaller of the two medians; its own only lowers it).")
+    cuda_graphs: bool = knob(
+        False, help="clock='held' (experimental): time both sides' spans as CUDA-graph replays. Each worker captures "
+        "one graph per span of its k calls over input buffers (the reference in calibration, the candidate after "
+        "its correctness trials, both before any timed values exist), every block's staging refills the buffers "
+        "with fresh values, and each replay's outputs are digested and audited as eager ones are. Why: on the H100 "
+        "VM the GPU cost of eagerly queued launches differed 1-5% from process to process (stable within one), the "
+        "floor of the held clock's repeatability (v8 call 1), while graph replays of the same calls repeated within "
+        "0.1-0.25% across fresh processes (v8 call 2). What it measures: GPU time without the per-launch cost of "
+        "eager dispatch, on both sides, so a candidate's own CUDA graph or fewer launches gain less. When either side "
+        "cannot be captured (a sync or host read inside forward) both stay eager (timing.graphs says why).")
     held_wall_ratio: float = knob(
         0.0, help="clock='held' (experimental, 0 = off): an evaluation whose reference takes more than this many "
         "times its held GPU time per call on the parent's clock (calibration, before any candidate code runs) "

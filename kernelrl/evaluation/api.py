@@ -335,6 +335,11 @@ class _Session:
         self.queue0 = {"go": 1e-3, "stage": 1e-3, "digest": 1e-3}
         self.queue_full = False  # the reference's last held block: its queueing lasted its hold (ref_block_held)
         self.held_off = ""  # why this evaluation left the held clock for the host clock (_calibrate), or ""
+        # EvalConfig.cuda_graphs: which side's held spans replay its captured graphs (both or neither once the
+        # candidate has run; the reference alone in calibration), the calls per graph and graphs per block
+        self.replay = {"ref": False, "cand": False}
+        self.graph_k, self.graph_spans = 0, 0
+        self.graphs: dict = {}  # what timing.graphs reports
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
 
@@ -535,6 +540,11 @@ class _Session:
         (the worker's reply, the Phase)."""
         is_ref = worker is self.ref
         side = "ref" if is_ref else "cand"
+        if self.replay[side]:  # EvalConfig.cuda_graphs: the spans and stagings the graphs were captured for
+            cmd = header.get("cmd")
+            if (cmd == "go" and int(header.get("n", -1)) == self.graph_k) or (
+                    cmd == "stage" and int(header.get("k", -1)) == self.graph_k * self.graph_spans):
+                header = {**header, "replay": True}
         self.seq[side] += 1
         seq = self.seq[side]
         q_spin = statistics.median(self.holder_q) if self.holder_q else 5e-6
@@ -743,6 +753,13 @@ class _Session:
         self.note_queue("digest", self.ref, hd)
         return out
 
+    def capture(self, worker: WorkerProcess, k: int, spans: int, timeout: float) -> dict:
+        """EvalConfig.cuda_graphs: the worker captures ``spans`` graphs of ``k`` calls (worker.cmd_capture), outside
+        every clock; its reply says whether it could."""
+        h, _ = self._req(worker, {"cmd": "capture", "k": k, "spans": spans, "seed": self.rng.randrange(2**31)},
+                         timeout=timeout, harness=worker is self.ref)
+        return h
+
     def ping(self) -> float:
         """The fixed cost of an empty timed span on the trusted reference: the round trip of ``go`` with nothing
         staged (and the device-wide sync), measured the way the spans are (quiesce and spin first)."""
@@ -860,6 +877,7 @@ class _Calibration:
     ref_dev_baseline: float = 0.0  # EvalConfig.clock = "device": the reference alone on the device clock, per call
     ref_queue: float = 0.0  # EvalConfig.clock = "device": the reference's host queueing time of one span (k calls)
     k_held_cap: int = 1 << 30  # EvalConfig.clock = "held": the most calls whose launches queue behind a hold
+    ref_dev_baseline_eager: float = 0.0  # EvalConfig.cuda_graphs: the held baseline of eager spans, kept
 
 
 def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
@@ -881,6 +899,9 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
     s.mark("correctness")
     SPARES.pause()  # no spare worker starts beside the timed spans
     try:
+        if _held_clock(s):
+            _capture_candidate(s, cal)
+            s.mark("capture")
         st, info = _timing(s, result, cal)
     finally:
         SPARES.resume()
@@ -890,6 +911,8 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
     result.timing["phases_s"] = s.phases
     if s.held_off:
         result.timing["held_off"] = s.held_off
+    if s.graphs:
+        result.timing["graphs"] = s.graphs
     result.timing["spare_workers_used"] = s.spares_used
 
 
@@ -971,12 +994,54 @@ def _calibrate(s: _Session) -> _Calibration:
             # Decided from the reference alone (the candidate has run no code yet): the task is the host's, and
             # GPU-time semantics would score it on a tiny fraction of what a user waits for (EvalConfig knob).
             s.held_off = why
+        elif cfg.cuda_graphs:
+            _capture_reference(s, cal)
     if _device_clock(s):
         replies: list[dict] = []
         cal.ref_dev_baseline = statistics.median(
             s.ref_block(k, spans, t1 * k, _device_spin(cfg, ref_baseline * k), replies)) / k
         cal.ref_queue = statistics.median(_reply_seconds(r, "queued_s", ref_baseline * k) for r in replies)
     return cal
+
+
+def _capture_reference(s: _Session, cal: _Calibration) -> None:
+    """EvalConfig.cuda_graphs, in calibration (no candidate code exists yet): the reference captures its graphs
+    for the timed blocks' k and spans, and its clean held baseline is taken again on replays (the interference
+    check compares the paired spans with it, on the same clock). Not capturable: eager timing, said so."""
+    h = s.capture(s.ref, cal.k, cal.spans, s._left(s.cfg.max_wall_s))
+    if not h.get("graph"):
+        s.graphs = {"used": False, "why": f"reference: {h.get('why', 'not captured')}"}
+        return
+    s.graph_k, s.graph_spans = cal.k, cal.spans
+    s.replay["ref"] = True
+    for kind in ("go", "stage"):  # the eager queueing times no longer size these holds
+        s.queue[kind]["ref"].clear()
+    cal.ref_dev_baseline_eager = cal.ref_dev_baseline
+    cal.ref_dev_baseline = statistics.median(s.ref_block_held(cal.k, cal.spans)) / cal.k
+    s.graphs = {"used": False, "ref_capture_s": round(float(h.get("capture_s") or 0.0), 4),
+                "ref_eager_ms": round(cal.ref_dev_baseline_eager * 1e3, 6),
+                "ref_graph_ms": round(cal.ref_dev_baseline * 1e3, 6)}
+
+
+def _capture_candidate(s: _Session, cal: _Calibration) -> None:
+    """EvalConfig.cuda_graphs, after the candidate's correctness trials: it captures its graphs over the same k
+    and spans. Both sides replay when it could; when it could not, both are timed eagerly (its choice costs it
+    nothing but the graphs' steadier clock) and the reference's baseline goes back to its eager one."""
+    if not s.replay["ref"]:
+        return
+    # recording costs about what running does on the host, plus two eager warm-up calls
+    h = s.capture(s.cand, s.graph_k, s.graph_spans, _run_timeout(s, cal, s.graph_k * s.graph_spans + 2))
+    if h.get("graph"):
+        s.replay["cand"] = True
+        s.queue["go"]["cand"].clear()
+        s.queue["stage"]["cand"].clear()
+        s.graphs.update(used=True, cand_capture_s=round(float(h.get("capture_s") or 0.0), 4))
+        return
+    s.replay["ref"] = False
+    cal.ref_dev_baseline = cal.ref_dev_baseline_eager
+    s.queue["go"]["ref"].clear()
+    s.queue["stage"]["ref"].clear()
+    s.graphs.update(used=False, why=f"candidate: {str(h.get('why', 'not captured'))[:300]}")
 
 
 def _held_clock(s: _Session) -> bool:
@@ -1305,7 +1370,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             # k again from the reference's spans of the first warm-up block: calibration ran while the
             # candidate's worker was starting (on a 2-core VM beside it: k came out 2 instead of 5 now and then,
             # and 1.3 ms spans gave LayerNorm lower bounds 15% under its long run).
-            if blocks == 1 and cfg.calls_per_span <= 0:
+            if blocks == 1 and cfg.calls_per_span <= 0 and not s.replay["cand"]:  # graphs: captured for this k
                 k_new = min(cal.k_held_cap, _calls_per_span(cfg, cal.k_mem,
                                                              max(statistics.median(spans_now["ref"]) - ovh, 1e-9) / k))
                 if abs(k_new - k) > 0.3 * k:

@@ -6,7 +6,8 @@ It answers the parent's commands over the channel (``kernelrl.evaluation.ipc``).
 by a hostile candidate living in the same process, so the parent trusts nothing it says except the bytes it
 returns and *when* they arrive: the parent holds the clock, compares outputs, and never unpickles.
 Commands: load, load_state, inputs (reference only), run (correctness), stage / go / digest (one timing round in
-three parent-timed phases), quiesce (reference only), fetch (audit), echo, bandwidth.
+three parent-timed phases), capture (CUDA graphs of the spans' calls, EvalConfig.cuda_graphs), quiesce (reference
+only), fetch (audit), echo, bandwidth.
 """
 
 from __future__ import annotations
@@ -545,8 +546,19 @@ def _input_template(module) -> list[dict]:
 def _generate(template: list[dict], seed: int, dev: torch.device, k: int = 1) -> list[list]:
     """k input sets from one round seed: each template tensor is drawn once as a [k, *shape] batch (a few
     kernels per round instead of per call), then split into per-call views."""
+    return _rows(_generate_columns(template, seed, dev, k), k)
+
+
+def _rows(columns: list, k: int) -> list[list]:
+    """Per-call input sets from _generate_columns' columns (views of the batches; constants repeated)."""
+    columns = [list(c.unbind(0)) if isinstance(c, torch.Tensor) else c for c in columns]
+    return [list(row) for row in zip(*columns)] if columns else [[] for _ in range(k)]
+
+
+def _generate_columns(template: list[dict], seed: int, dev: torch.device, k: int) -> list:
+    """One column per template entry: a [k, *shape] tensor drawn from ``seed``, or k copies of a constant."""
     g = torch.Generator(device=dev).manual_seed(seed)
-    columns = []
+    columns: list = []
     for t in template:
         if t["kind"] == "const":
             columns.append([t["value"]] * k)
@@ -568,8 +580,8 @@ def _generate(template: list[dict], seed: int, dev: torch.device, k: int = 1) ->
             x = x.add_(t["mean"]).to(dtype)
         if t["kind"] == "float":
             x = _apply_structure(x, t)
-        columns.append(list(x.unbind(0)))
-    return [list(row) for row in zip(*columns)] if columns else [[] for _ in range(k)]
+        columns.append(x)
+    return columns
 
 
 def _cheap_floats(t: dict, k: int, g: torch.Generator) -> torch.Tensor:
@@ -775,7 +787,16 @@ def cmd_stage(h, _tensors):
     prev = _host_bytes(STATE.get("round_outs") or []) if dev.type == "cpu" else 0
     STATE["staged"], STATE["round_outs"] = [], []
     _held_begin(h)
-    STATE["staged"] = _generate(STATE["template"], int(h["seed"]), dev, k) if k else []
+    if h.get("replay"):
+        # EvalConfig.cuda_graphs: the fresh values go into the buffers the captured graphs read (cmd_capture);
+        # the same copies on both sides, in this parent-timed phase
+        G = _graphs(k=k)
+        for dst, src in zip(G["cols"], _generate_columns(STATE["template"], int(h["seed"]), dev, k)):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        STATE["staged"] = G["sets"]
+    else:
+        STATE["staged"] = _generate(STATE["template"], int(h["seed"]), dev, k) if k else []
     STATE["next"] = 0
     if prev:
         _prefault(prev)
@@ -820,9 +841,18 @@ def cmd_go(h, _tensors):
             _cuda_sleep(cycles)
             _record(b)
         t0 = _perf()
-        with torch.no_grad():
-            for inputs in batch:
-                outs.append(model(*inputs))
+        if h.get("replay") and batch:
+            # EvalConfig.cuda_graphs: one replay of the graph captured over exactly these buffers (cmd_capture)
+            G = _graphs()
+            j, n_g = i // G["k"], G["k"]
+            if sets is not G["sets"] or i % n_g or len(batch) != n_g or j >= len(G["graphs"]):
+                raise RuntimeError(f"a replayed span must be one captured graph's {n_g} calls (calls {i}..{i + n})")
+            G["graphs"][j].replay()
+            outs.extend(G["outs"][j])
+        else:
+            with torch.no_grad():
+                for inputs in batch:
+                    outs.append(model(*inputs))
         queued = _perf() - t0
         if on_gpu:
             _record(c)
@@ -839,6 +869,60 @@ def cmd_go(h, _tensors):
     elif device_clock:  # no GPU: the worker's own clock around the calls and the sync (no round trip, no wake-up)
         reply.update(dev_s=own, spin_done_s=0.0, queued_s=queued)
     return reply, []
+
+
+def _graphs(k: int | None = None) -> dict:
+    G = STATE.get("graphs")
+    if not G:
+        raise RuntimeError("replay asked for, but no CUDA graphs were captured")
+    if k is not None and k != G["k"] * len(G["graphs"]):
+        raise RuntimeError(f"staging {k} sets for graphs captured over {G['k'] * len(G['graphs'])}")
+    return G
+
+
+def cmd_capture(h, _tensors):
+    """EvalConfig.cuda_graphs (CUDA): capture ``spans`` CUDA graphs of ``k`` forward calls each, over input
+    buffers that every later replayed block's staging refills with fresh values (``stage`` with ``replay``).
+    Captured before any timed values exist (the buffers hold throwaway values from ``seed``), so nothing computed
+    here can be an answer; each replay's outputs are digested and audited like eager ones. A model that cannot
+    be captured (a sync or host read in forward, an unsupported op) replies graph: False with the reason, and
+    the evaluation stays eager on both sides. Outside every clock."""
+    dev = _device()
+    STATE["graphs"] = None
+    STATE["staged"], STATE["round_outs"] = [], []
+    k, spans = int(h["k"]), int(h["spans"])
+    if dev.type != "cuda":
+        return {"ok": True, "graph": False, "why": "not a CUDA device"}, []
+    model = STATE["model"]
+    cols = _generate_columns(STATE["template"], int(h["seed"]), dev, k * spans)
+    sets = _rows(cols, k * spans)
+    graphs, outs, pool = [], [], None
+    t0 = _perf()
+    try:
+        with torch.no_grad():
+            # torch's recipe: a few eager calls on a side stream first (lazy handles, autotuning, workspaces)
+            side = torch.cuda.Stream()
+            side.wait_stream(_current_stream())
+            with torch.cuda.stream(side):
+                for x in sets[:2]:
+                    model(*x)
+            _current_stream().wait_stream(side)
+            _cuda_sync()
+            for j in range(spans):
+                g = torch.cuda.CUDAGraph()
+                # one memory pool for the block's graphs (replayed in capture order, never at once)
+                with torch.cuda.graph(g, pool=pool):
+                    o = [model(*x) for x in sets[j * k:(j + 1) * k]]
+                pool = g.pool()
+                graphs.append(g)
+                outs.append(o)
+            _cuda_sync()
+    except Exception as e:  # noqa: BLE001 - not capturable: eager timing on both sides (the parent decides)
+        del graphs, outs
+        _cuda_sync()  # a context broken by the attempt fails here, as an error of this worker
+        return {"ok": True, "graph": False, "why": f"{type(e).__name__}: {e}"[:400]}, []
+    STATE["graphs"] = {"graphs": graphs, "outs": outs, "cols": cols, "sets": sets, "k": k}
+    return {"ok": True, "graph": True, "capture_s": _perf() - t0}, []
 
 
 def cmd_digest(h, _tensors):
@@ -930,7 +1014,8 @@ def cmd_spin(h, _tensors):
 HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_held,
             "heat": cmd_heat, "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
             "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
-            "stage": cmd_stage, "go": cmd_go, "digest": cmd_digest, "quiesce": cmd_quiesce, "fetch": cmd_fetch,
+            "stage": cmd_stage, "go": cmd_go, "capture": cmd_capture, "digest": cmd_digest, "quiesce": cmd_quiesce,
+            "fetch": cmd_fetch,
             "echo": cmd_echo, "bandwidth": cmd_bandwidth}
 
 

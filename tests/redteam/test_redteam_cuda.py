@@ -21,7 +21,8 @@ FAIL, HONEST = "fail", "honest"
 # against an honest 3.19 on 2026-11-26; bench/results/2026-11-26-h100-evaluator-v6), and a working trick (work
 # moved off the clock, a slowed reference) shows up as 2x or more.
 SOFTMAX_WORK = {"patch_sync_and_events", "leave_work_queued", "l2_persistence", "cudnn_flags", "side_stream",
-                "honest_cuda_graph", "precompute_async_staging", "shorten_spin", "skip_hold_wait", "early_done"}
+                "honest_cuda_graph", "precompute_async_staging", "shorten_spin", "skip_hold_wait", "early_done",
+                "graph_stage_precompute", "capture_stale"}
 EXPECT = {
     # The device-wide sync counts side-stream work: it earns no more than its real (here: 20x) work.
     "side_stream": (HONEST, set()),
@@ -48,6 +49,11 @@ EXPECT = {
     # holder's hold instead of after it, and a DONE written before the work. Honest on the other clocks (no hold).
     "skip_hold_wait": (HONEST, set()),
     "early_done": (HONEST, set()),
+    # CUDA-graph timing's threats (EvalConfig.cuda_graphs): a graph that records no work while the harness's staging
+    # (patched) computes the outputs, and a graph whose outputs are a stale eager result. Eagerly the first is the
+    # precompute-while-staging trick and the second an honest softmax.
+    "graph_stage_precompute": (HONEST, {"work-outside-timing"}),
+    "capture_stale": (HONEST, {"timing-mismatch"}),
 }
 # A short drain limit and wall cap: gpu_background_load keeps the device busy, so every reference span waits the
 # whole drain limit (2 s by default: minutes per evaluation); timeout and reference-slowed are its allowed verdicts.
@@ -65,10 +71,15 @@ if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held":
     EXPECT["side_stream"] = (HONEST, {"work-outside-timing"})
     # Its staging runs during the hold too: the stretch lands in its harness, beyond its spans (H100, call 2)
     EXPECT["skip_hold_wait"] = (HONEST, {"work-outside-timing"})
+# KERNELRL_REDTEAM_GRAPHS=1: the spans are CUDA-graph replays (EvalConfig.cuda_graphs, with the held clock). A
+# stale graph must fail outright there.
+GRAPHS = os.environ.get("KERNELRL_REDTEAM_GRAPHS") == "1"
+if GRAPHS:
+    EXPECT["capture_stale"] = (FAIL, {"timing-mismatch"})
 HELD_KEYS = ("hold_ms", "stretch_charge_ms", "outside_charge_ms", "host_charge_ms", "harness_charges_ms")
 BOUND = 1.2 if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held" else 1.5
 CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=90,
-                 quiesce_limit_s=0.25, clock=os.environ.get("KERNELRL_REDTEAM_CLOCK", "host"))
+                 quiesce_limit_s=0.25, clock=os.environ.get("KERNELRL_REDTEAM_CLOCK", "host"), cuda_graphs=GRAPHS)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +101,7 @@ def test_redteam_cuda(name, honest_score):
     info = (f"{name}: success={res.success} speedup={res.speedup} (honest {honest_score}) flags={res.flags} "
             f"ci=[{t.get('ci_low')}, {t.get('ci_high')}] charge_ms={t.get('harness_charge_ms')} "
             f"ref_slowdown={t.get('ref_slowdown')} quiesce_max_ms={t.get('quiesce_wait_ms_max')} "
-            f"held={ {k: t.get(k) for k in HELD_KEYS} } "
+            f"held={ {k: t.get(k) for k in HELD_KEYS} } graphs={t.get('graphs')} "
             f"error={(res.error or '')[:300]}")
     print(info)
     if name == "shorten_spin" and CFG.clock == "device" and res.speedup > BOUND * honest_score + 0.05:
