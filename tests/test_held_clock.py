@@ -16,8 +16,9 @@ import pytest
 from kernelrl.config.recipes import ConfigError, validate_values
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import evaluate
-from kernelrl.evaluation.held import (CHAIN_MAX, CHAIN_MIN, HARNESS_CPU_BIAS, SEM_DONE, HeldBook, Phase, Semaphores,
-                                      charges, held_info, hold_plan, pair_times, reap_stale_pages)
+from kernelrl.evaluation.held import (CHAIN_MAX, CHAIN_MIN, HARNESS_CPU_BIAS, HARNESS_DRAIN_SHARE, SEM_DONE, HeldBook,
+                                      Phase, Semaphores, charges, held_info, hold_plan, pair_times,
+                                      reap_stale_pages)
 
 NOMINAL = 6e-3  # the hold both sides of a pair get
 
@@ -111,7 +112,8 @@ def test_a_harness_phases_drain_baseline_is_its_own_clean_waits_when_there_are_e
         return charges(book, "stage")["drain"]
 
     assert run(0.4e-3, 0.4e-3, 0.3e-3) == 0.0  # the longer switch after staging, on both sides: nothing
-    assert 0.99e-3 <= run(1.4e-3, 0.4e-3, 1.4e-3) <= 1e-3  # 1 ms left queued: charged; its own waits don't count
+    # 1 ms left queued: charged (less HARNESS_DRAIN_SHARE of its 1 ms span); its own waits don't count
+    assert 0.94e-3 <= run(1.4e-3, 0.4e-3, 1.4e-3) <= 0.95e-3
 
 
 def test_host_noise_on_both_sides_is_not_charged_and_a_rare_cheat_keeps_at_most_its_tenth():
@@ -155,9 +157,33 @@ def test_work_left_queued_delays_the_holders_wait_before_the_reference_and_is_ch
 
     assert run(0.3e-3) == (0.0, 0.0)  # the switch on both sides: nothing
     go, stage = run(1.3e-3)  # 1 ms of junk left queued past every phase
-    assert 0.98e-3 <= go <= 1e-3 and 0.98e-3 <= stage <= 1e-3
+    # a harness phase forgives HARNESS_DRAIN_SHARE of the candidate's spans of a block (one 1 ms span here)
+    assert 0.98e-3 <= go <= 1e-3 and 0.93e-3 <= stage <= 0.95e-3
     go, stage = run(1.3e-3, drain_c_stage=1.3e-3)  # junk before its own staging too: the baseline does not move
-    assert 0.98e-3 <= stage <= 1e-3
+    assert 0.93e-3 <= stage <= 0.95e-3
+
+
+def test_an_honest_switch_after_staging_is_forgiven_up_to_a_share_of_the_candidates_spans():
+    """After an honest candidate's staging the holder's wait before the reference's ran 30-130 us beyond its clean
+    baseline on the H100 (v8; seventh session call 1), 1-3.5% of a fast candidate's spans, a bias no number of
+    blocks averages away: a harness phase forgives HARNESS_DRAIN_SHARE of the candidate's GPU time in the block's
+    spans (two spans per staging here). Leftover work beyond that is charged."""
+    def stage_charge(extra):
+        book = HeldBook()
+        for i in range(16):
+            for _ in range(2):  # B = 2 spans a block, the candidate's 1 ms each
+                r, c = _ref(i), _cand(i)
+                r.drain, c.drain = 0.3e-3, 0.3e-3 + 2e-6 * (i % 3)
+                pair_times("go", r, c, book)
+            r, c = _ref(i), _cand(i)
+            r.drain, c.drain = 0.3e-3 + extra + 2e-6 * (i % 3), 0.3e-3
+            pair_times("stage", r, c, book)
+        book.commit()
+        return charges(book, "stage")["drain"]
+
+    assert HARNESS_DRAIN_SHARE == 0.05
+    assert stage_charge(80e-6) == 0.0  # within 5% of the block's 2 ms of spans
+    assert stage_charge(1e-3) == pytest.approx(1e-3 - 0.1e-3, abs=5e-6)
 
 
 def test_only_committed_blocks_count():

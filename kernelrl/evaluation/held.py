@@ -177,6 +177,12 @@ class HeldBook:
 # and its GPU work in the phase is charged in full anyway (pair_times). The spans' checks keep no such floor.
 HARNESS_CPU_BIAS = 0.6
 HARNESS_OUTSIDE_BIAS = 1.0
+# The same for the holder's wait before the reference's harness phase (``drain``), as a share of the candidate's
+# own GPU time in the block's spans: after an honest candidate's staging that wait ran 20-130 us longer than its
+# clean baseline (H100, v8 calls 1-2; 30-80 us a block with CUDA-graph spans, 2026-11-26 seventh session, call 1),
+# 1-3.5% of a fast candidate's spans, charged to it as harness excess. Work left queued past the candidate's
+# phases gains at most this share; the red team's leftovers are whole blocks' softmaxes, many times more.
+HARNESS_DRAIN_SHARE = 0.05
 
 
 def _tmean(xs: list[float]) -> float:
@@ -255,6 +261,9 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
     if kind != "go":  # per-process biases (HARNESS_CPU_BIAS): an allowance that does not shrink with n
         bias["cpu"] = HARNESS_CPU_BIAS * cpu_ref
         bias["outside"] = HARNESS_OUTSIDE_BIAS * statistics.median(r["out_r"] for r in rows)
+        spans = book.pairs.get("go") or []
+        if spans:  # the candidate's GPU time in the spans of one block (go pairs per pair of this kind)
+            bias["drain"] = HARNESS_DRAIN_SHARE * statistics.median(r["work_c"] for r in spans) * len(spans) / n
     return {key: max(0.0, _tmean(d) - max(2 * sigma[key] / math.sqrt(n), bias[key])) for key, d in diffs.items()}
 
 
