@@ -18,4 +18,7 @@ __version__ = "0.1.0"
 # holder process, so CUDA scores of version 6 (wall semantics) are not comparable. Version 8: the held clock takes
 # the fixed cost of a held span (an empty span's, EvalConfig.held_span_overhead) off both sides' spans, and its
 # harness checks allow for per-process biases (held.HARNESS_CPU_BIAS): fast candidates' CUDA scores rise 10-30%.
-EVALUATOR_VERSION = "kernelrl-eval-8"
+# Version 9: the held clock's drain, outside and harness-GPU checks forgive a share of the candidate's span
+# (held.SPAN_BIAS_SHARE, HARNESS_DRAIN_SHARE: honest switch and per-process biases of 0-6%), and CUDA-graph spans
+# (EvalConfig.cuda_graphs) exist.
+EVALUATOR_VERSION = "kernelrl-eval-9"

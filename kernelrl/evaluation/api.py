@@ -45,7 +45,7 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.held import (EMPTY_HOLD_S, HeldBook, Phase, Semaphores, charges, held_info, held_span_overhead,
-                                      hold_plan, pair_times)
+                                      SPAN_BIAS_SHARE, hold_plan, pair_times)
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, keep_off_cores,
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
@@ -1257,7 +1257,8 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             c_h = sum(sum(charges(s.book, kind).values()) for kind in ("stage", "digest")) / B
             o = span_overhead()
             return paired_totals([g - o for g in go["ref"]], [g - o + c_go for g in go["cand"]], harness["ref"],
-                                 [h + c_h for h in harness["cand"]], k, block_of, robust=True)
+                                 [h + c_h for h in harness["cand"]], k, block_of, robust=True,
+                                 allowance=SPAN_BIAS_SHARE)
         if device_clock:  # totals over blocks, the harness excess charged on them (stats.paired_totals)
             return paired_totals(go["ref"], go["cand"], harness["ref"], harness["cand"], k, block_of)
         # on a CPU, work_moved_out also asks the harness phases' CPU time (stats.PairedStats.work_moved_out)

@@ -183,6 +183,13 @@ HARNESS_OUTSIDE_BIAS = 1.0
 # 1-3.5% of a fast candidate's spans, charged to it as harness excess. Work left queued past the candidate's
 # phases gains at most this share; the red team's leftovers are whole blocks' softmaxes, many times more.
 HARNESS_DRAIN_SHARE = 0.05
+# The spans' drain and outside checks, and the harness phases' GPU-time excess (stats.paired_totals), forgive this
+# share of the candidate's median span for the same reason: with CUDA-graph spans on the H100 (seventh session,
+# call 2, 9 tasks x 6 evaluations) the candidates' uncharged GPU time per call repeated within 0.2-2% between
+# evaluations, and these checks added 0-6% to it on honest candidates (the holder's wait before the reference's
+# span 0-32 us longer than before the candidate's, a switch out of the candidate's context; its harness phases'
+# GPU time a few % above the reference's for a whole evaluation). A cheat gains at most this share per check.
+SPAN_BIAS_SHARE = 0.05
 
 
 def _tmean(xs: list[float]) -> float:
@@ -264,6 +271,8 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
         spans = book.pairs.get("go") or []
         if spans:  # the candidate's GPU time in the spans of one block (go pairs per pair of this kind)
             bias["drain"] = HARNESS_DRAIN_SHARE * statistics.median(r["work_c"] for r in spans) * len(spans) / n
+    else:  # SPAN_BIAS_SHARE of its own median span
+        bias["drain"] = bias["outside"] = SPAN_BIAS_SHARE * statistics.median(r["work_c"] for r in rows)
     return {key: max(0.0, _tmean(d) - max(2 * sigma[key] / math.sqrt(n), bias[key])) for key, d in diffs.items()}
 
 

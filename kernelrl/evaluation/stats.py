@@ -313,7 +313,8 @@ def _without_wild(ratios: list[float], rel: float = 0.02) -> list[float]:
 
 
 def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[float], cand_harness: list[float],
-                  k: int, block_of: list[int] | None = None, robust: bool = False) -> PairedStats:
+                  k: int, block_of: list[int] | None = None, robust: bool = False,
+                  allowance: float = 0.0) -> PairedStats:
     """The device clock's statistics (EvalConfig.clock = "device", evaluator version 6): the ratio of the
     reference's total device time to the candidate's over the counted blocks, with a ~95% interval from the
     blocks' spread (delta method, Student's t over blocks), and the harness excess charged on the *totals*.
@@ -360,9 +361,11 @@ def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[f
     kept = sorted(sums)
     kept_ex = [excess[b] for b in mean_blocks] or excess
     se = sigma / math.sqrt(max(len(kept_ex), 1))
-    charge = max(0.0, statistics.fmean(kept_ex) - 2 * se) if kept_ex else 0.0
-    ex_all = statistics.median(excess) if excess else 0.0
     span = statistics.median(cand_go[:n])
+    # ``allowance`` (the held clock: held.SPAN_BIAS_SHARE): a share of the candidate's median span forgiven besides
+    # the 2 standard errors, for per-process biases of the harness's GPU time that no number of blocks averages away
+    charge = max(0.0, statistics.fmean(kept_ex) - max(2 * se, allowance * span)) if kept_ex else 0.0
+    ex_all = statistics.median(excess) if excess else 0.0
     noise = 3 * 1.2533 * sigma / math.sqrt(max(nh, 1))
     R = [sums[b][0] for b in kept]
     C = [sums[b][1] + sums[b][2] * charge for b in kept]
