@@ -349,10 +349,10 @@ def test_a_host_bound_reference_leaves_the_held_clock_only_when_asked_and_beyond
         validate_values(EvalConfig(held_wall_ratio=-1.0), "eval")
 
 
-def test_cuda_graphs_is_off_by_default_and_a_cpu_evaluation_ignores_it():
-    """EvalConfig.cuda_graphs (experimental) times held spans as CUDA-graph replays; the held clock (and so the
-    graphs) applies on CUDA only: a CPU evaluation with it on runs the parent's clock and reports no graphs."""
-    assert EvalConfig().cuda_graphs is False
+def test_cuda_graphs_is_on_by_default_and_a_cpu_evaluation_ignores_it():
+    """EvalConfig.cuda_graphs (version 9, on by default) times held spans as CUDA-graph replays; the held clock (and
+    so the graphs) applies on CUDA only: a CPU evaluation with it on runs the parent's clock and reports no graphs."""
+    assert EvalConfig().cuda_graphs is True
     cfg = dataclasses.replace(EvalConfig(device="cpu"), clock="held", cuda_graphs=True, budget_s=0.5,
                               correctness_trials=2, reverify=False, min_rounds=4)
     r = evaluate(_TASK, _CAND, cfg)

@@ -71,9 +71,9 @@ if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held":
     EXPECT["side_stream"] = (HONEST, {"work-outside-timing"})
     # Its staging runs during the hold too: the stretch lands in its harness, beyond its spans (H100, call 2)
     EXPECT["skip_hold_wait"] = (HONEST, {"work-outside-timing"})
-# KERNELRL_REDTEAM_GRAPHS=1: the spans are CUDA-graph replays (EvalConfig.cuda_graphs, with the held clock). A
-# stale graph must fail outright there.
-GRAPHS = os.environ.get("KERNELRL_REDTEAM_GRAPHS") == "1"
+# KERNELRL_REDTEAM_GRAPHS=1 (default) / 0: the spans are CUDA-graph replays (EvalConfig.cuda_graphs, held clock)
+# or eager. A stale graph must fail outright with graphs.
+GRAPHS = os.environ.get("KERNELRL_REDTEAM_GRAPHS", "1") == "1" and os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held"
 if GRAPHS:
     EXPECT["capture_stale"] = (FAIL, {"timing-mismatch"})
 HELD_KEYS = ("hold_ms", "stretch_charge_ms", "outside_charge_ms", "host_charge_ms", "harness_charges_ms")
