@@ -132,16 +132,16 @@ class EvalConfig:
         "The candidate cannot raise what is taken off (the smaller of the two medians; its own only lowers it).")
     cuda_graphs: bool = knob(
         True, help="clock='held' (version 9, default on): time both sides' spans as CUDA-graph replays. Each worker "
-        "captures one graph per span of its k calls over input buffers (the reference in calibration, the candidate after "
-        "its correctness trials, both before any timed values exist), every block's staging refills the buffers "
-        "with fresh values, and each replay's outputs are digested and audited as eager ones are. Why: on the H100 "
-        "VM the GPU cost of eagerly queued launches differed 1-5% from process to process (stable within one), the "
-        "floor of the held clock's repeatability (v8 call 1), while graph replays of the same calls repeated within "
-        "0.1-0.25% across fresh processes (v8 call 2). What it measures: GPU time without the per-launch cost of "
-        "eager dispatch, on both sides, so a candidate's own CUDA graph or fewer launches gain less. When either side "
-        "cannot be captured (a sync or host read inside forward) both stay eager (timing.graphs says why). On the H100 "
-        "(seventh session, 31 tasks): 71% of tasks repeated within 2% over 5 evaluations (5% eager, v8), 90% agreed "
-        "with a 10x run within 3%; the CUDA red team passed (16 cases) with it on.")
+        "captures one graph per span of its k calls over input buffers (the reference in calibration, the candidate "
+        "after its correctness trials, both before any timed values exist), every block's staging refills the "
+        "buffers with fresh values, and each replay's outputs are digested and audited as eager ones are. Why: on the "
+        "H100 VM the GPU cost of eagerly queued launches differed 1-5% from process to process (stable within one), "
+        "the floor of the held clock's repeatability (v8 call 1), while graph replays of the same calls repeated "
+        "within 0.1-0.25% across fresh processes (v8 call 2). What it measures: GPU time without the per-launch cost "
+        "of eager dispatch, on both sides, so a candidate's own CUDA graph or fewer launches gain less. When either "
+        "side cannot be captured (a sync or host read inside forward) both stay eager (timing.graphs says why). On "
+        "the H100 (seventh session, 31 tasks): 71% of tasks repeated within 2% over 5 evaluations (5% eager, v8), 90% "
+        "agreed with a 10x run within 3%; the CUDA red team passed (16 cases) with it on.")
     held_wall_ratio: float = knob(
         0.0, help="clock='held' (experimental, 0 = off): an evaluation whose reference takes more than this many "
         "times its held GPU time per call on the parent's clock (calibration, before any candidate code runs) "
