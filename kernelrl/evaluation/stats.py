@@ -312,6 +312,20 @@ def _without_wild(ratios: list[float], rel: float = 0.02) -> list[float]:
     return kept if len(kept) >= 2 else ratios
 
 
+def _wild_blocks(excess: list[float], order: list[int], sigma: float) -> set[int]:
+    """The held clock (version 9): blocks whose harness excess is wild against the evaluation's own (beyond its
+    median by 5 robust sd and 3 sigma of the reference's harness noise), at most a third of them, with 6 blocks or
+    more; paired_totals leaves them out of both totals. On the H100 (seventh session, 31 tasks) honest candidates'
+    excess sat within +-0.03 ms a block but for a rare block of 0.8-7.7 ms (a host gap in one phase), two in some
+    evaluations: one stayed in and was charged to every span (DiagMatmul 8.03 against 8.75, Gemm_Softmax_Argmax 1.08
+    against 1.36). Work moved out in a few blocks still buys nothing: their spans do not count either."""
+    nh = len(excess)
+    if nh < 6:
+        return set()
+    thr = statistics.median(excess) + max(5 * robust_sd(excess), 3 * sigma)
+    return set([b for b in reversed(order) if excess[b] > thr][:nh // 3])
+
+
 def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[float], cand_harness: list[float],
                   k: int, block_of: list[int] | None = None, robust: bool = False,
                   allowance: float = 0.0, wild_drop: bool = True) -> PairedStats:
@@ -347,18 +361,7 @@ def paired_totals(ref_go: list[float], cand_go: list[float], ref_harness: list[f
     sigma = max(sigma, 0.01 * ref_med)
     order = sorted(range(nh), key=lambda b: excess[b])
     g = max(1, nh // 10) if nh >= 3 else 0
-    dropped = set(order[nh - g:])
-    if robust and wild_drop and nh >= 6:
-        # The held clock (version 9): every block whose excess is wild against the evaluation's own (beyond its
-        # median by 5 robust sd and 3 sigma of the reference's harness noise) is left out of both totals, up to a
-        # third of the blocks. On the H100 (seventh session, 31 tasks) honest candidates' harness excess sat within
-        # +-0.03 ms a block but for a rare block of 0.8-7.7 ms (a host gap in one phase), two in some evaluations:
-        # one stayed in and was charged to every span (DiagMatmul 8.03 against 8.75, Gemm_Softmax_Argmax 1.08
-        # against 1.36). Work moved out in a few blocks still buys nothing: their spans do not count either.
-        med_ex = statistics.median(excess)
-        thr = med_ex + max(5 * robust_sd(excess), 3 * sigma)
-        wild = [b for b in reversed(order) if excess[b] > thr][:nh // 3]
-        dropped |= set(wild)
+    dropped = set(order[nh - g:]) | (_wild_blocks(excess, order, sigma) if robust and wild_drop else set())
     mean_blocks = [b for b in order[g:] if b not in dropped]
     sums: dict[int, list[float]] = {}
     for i in range(n):
