@@ -242,8 +242,9 @@ def main() -> None:
                     "5 evaluations + long run outlast a 10-minute device call)")
     ap.add_argument("--held-wall-ratio", type=float, default=None, help="EvalConfig.held_wall_ratio "
                     "(experimental): host-bound references beyond this ratio use the host clock")
-    ap.add_argument("--cuda-graphs", action="store_true", help="EvalConfig.cuda_graphs (experimental): held spans "
-                    "are CUDA-graph replays on both sides where both capture.")
+    ap.add_argument("--cuda-graphs", action="store_true", help="EvalConfig.cuda_graphs = True: held spans are "
+                    "CUDA-graph replays on both sides where both capture (the default since version 9; the flag "
+                    "keeps the v9 benchmark's commands valid).")
     ap.add_argument("--fix-k", action="store_true", help="Repeats after the first, and the long run, time the "
                     "first repeat's k (EvalConfig.calls_per_span) instead of calibrating their own.")
     ap.add_argument("--max-minutes", type=float, default=9.0)
