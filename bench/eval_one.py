@@ -37,7 +37,8 @@ def main() -> None:
     ap.add_argument("--calls-per-span", type=int, default=None, help="EvalConfig.calls_per_span (0: calibrate).")
     ap.add_argument("--held-wall-ratio", type=float, default=None, help="EvalConfig.held_wall_ratio.")
     ap.add_argument("--no-span-overhead", action="store_true", help="EvalConfig.held_span_overhead = False.")
-    ap.add_argument("--cuda-graphs", action="store_true", help="EvalConfig.cuda_graphs = True (the default since version 9).")
+    ap.add_argument("--cuda-graphs", action="store_true",
+                    help="EvalConfig.cuda_graphs = True (the default since version 9).")
     ap.add_argument("--repeat", type=int, default=1, help="Evaluate this many times in turn (fresh workers each).")
     ap.add_argument("--stack-after", type=float, default=0.0, help="Dump every thread's stack after this long.")
     a = ap.parse_args()
