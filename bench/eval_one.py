@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.evaluator_bench import candidates  # noqa: E402
+from bench.evaluator_bench import apply_sets, candidates  # noqa: E402
 from kernelrl.config.stages import EvalConfig  # noqa: E402
 from kernelrl.evaluation import evaluate  # noqa: E402
 
@@ -39,6 +39,10 @@ def main() -> None:
     ap.add_argument("--no-span-overhead", action="store_true", help="EvalConfig.held_span_overhead = False.")
     ap.add_argument("--cuda-graphs", action="store_true",
                     help="EvalConfig.cuda_graphs = True (the default since version 9).")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="Any EvalConfig knob (repeatable), e.g. --set quiesce_poll_us=0.")
+    ap.add_argument("--drains", action="store_true", help="Also print the holder's drains summarised by kind, "
+                    "side and the phase before (timing.rounds_raw['drains']).")
     ap.add_argument("--repeat", type=int, default=1, help="Evaluate this many times in turn (fresh workers each).")
     ap.add_argument("--stack-after", type=float, default=0.0, help="Dump every thread's stack after this long.")
     a = ap.parse_args()
@@ -50,8 +54,8 @@ def main() -> None:
         over["held_span_overhead"] = False
     if a.cuda_graphs:
         over["cuda_graphs"] = True
-    cfg = dataclasses.replace(EvalConfig(device=a.device, keep_rounds=True), **over)
-    print(f"{task.key} / {seed.name}: {over}", flush=True)
+    cfg = apply_sets(dataclasses.replace(EvalConfig(device=a.device, keep_rounds=True), **over), a.set)
+    print(f"{task.key} / {seed.name}: {over} {a.set}", flush=True)
     if a.stack_after > 0:
         faulthandler.dump_traceback_later(a.stack_after, exit=False)
     t0 = time.monotonic()
@@ -72,6 +76,24 @@ def main() -> None:
                           "k": timing.get("calls_per_round"), "blocks": timing.get("blocks"),
                           "graphs": timing.get("graphs"), "flags": r.flags, "error": r.error,
                           "timing": timing}, default=str)[:6000], flush=True)
+        if a.drains:
+            print(json.dumps({"repeat": rep, "drains": drain_summary((r.timing or {}).get("rounds_raw") or {})}),
+                  flush=True)
+
+
+def drain_summary(raw: dict) -> dict:
+    """The holder's drains (us) grouped by (kind, before whose phase, after which phase): n, median and 90th
+    percentile of the wait and of its first probe, and the share of waits that took more than one probe."""
+    groups: dict[str, list] = {}
+    for kind, side, after, waited, first, probes in raw.get("drains") or []:
+        groups.setdefault(f"{kind}<{side} after {after}", []).append((waited, first, probes))
+    out = {}
+    for key, rows in sorted(groups.items()):
+        w = sorted(r[0] for r in rows)
+        f = sorted(r[1] for r in rows)
+        out[key] = {"n": len(rows), "wait_med": w[len(w) // 2], "wait_p90": w[int(0.9 * (len(w) - 1))],
+                    "first_med": f[len(f) // 2], "multi": round(sum(r[2] > 1 for r in rows) / len(rows), 3)}
+    return out
 
 
 if __name__ == "__main__":

@@ -224,10 +224,34 @@ def summarize(out_dir: Path) -> dict:
     return summary
 
 
+def apply_sets(cfg: EvalConfig, sets: list[str]) -> EvalConfig:
+    """``--set KEY=VALUE`` (repeatable): any EvalConfig knob, the value parsed as the knob's default's type (a
+    bool from 1/0/true/false), so an experiment needs no new flag. A bad key or value exits with its name."""
+    fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
+    over = {}
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in fields:
+            raise SystemExit(f"--set {item!r}: expected KEY=VALUE with KEY an EvalConfig field")
+        kind = type(getattr(cfg, key))
+        try:
+            if kind is bool:
+                if raw.lower() not in ("1", "0", "true", "false"):
+                    raise ValueError(raw)
+                over[key] = raw.lower() in ("1", "true")
+            else:
+                over[key] = kind(raw)
+        except ValueError:
+            raise SystemExit(f"--set {item!r}: {raw!r} is not a {kind.__name__}") from None
+    return dataclasses.replace(cfg, **over)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out-dir", type=Path, default=None)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="Any EvalConfig knob (repeatable), e.g. --set quiesce_poll_us=0.")
     ap.add_argument("--summarize", type=Path, default=None, help="Only write summary.json/table.md of a folder.")
     ap.add_argument("--only", default="", help="A slice i:j of the candidate list (split a run over calls), or a "
                     "comma list of indices.")
@@ -272,6 +296,7 @@ def main() -> None:
         cfg = dataclasses.replace(cfg, held_wall_ratio=a.held_wall_ratio)
     if a.cuda_graphs:
         cfg = dataclasses.replace(cfg, cuda_graphs=True)
+    cfg = apply_sets(cfg, a.set)
     import torch
 
     meta = {"date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv), "host": platform.node(),
@@ -281,7 +306,8 @@ def main() -> None:
                          if k in ("budget_s", "target_ci", "min_timing_s", "min_rounds", "correctness_trials",
                                   "target_round_ms", "max_calls_per_round", "spread_threshold", "clock",
                                   "device_spin_factor", "calls_per_span", "max_wall_s", "held_wall_ratio",
-                                  "held_span_overhead", "cuda_graphs")},
+                                  "held_span_overhead", "cuda_graphs", "quiesce_poll_us", "graph_span_ms")},
+            "set": a.set,
             "repeats": a.repeats, "long_factor": a.long_factor, "fix_k": a.fix_k}
     if (a.out_dir / "prebuild.json").exists():  # built ahead by a --prebuild-only run
         meta["prebuild"] = json.loads((a.out_dir / "prebuild.json").read_text())

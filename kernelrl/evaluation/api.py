@@ -340,6 +340,8 @@ class _Session:
         self.replay = {"ref": False, "cand": False}
         self.graph_k, self.graph_spans = 0, 0
         self.graphs: dict = {}  # what timing.graphs reports
+        self.drain_log: list[list] = []  # the holder's drains, for timing.rounds_raw (holder_drain)
+        self.last_phase = ""  # "side:cmd" of the last held phase (the drain log's "after")
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
 
@@ -494,7 +496,8 @@ class _Session:
         is_ref = worker is self.ref
         t0 = time.perf_counter()
         hq, _ = self._req(worker, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
-                                   "busy_s": self.cfg.quiesce_busy_us * 1e-6, "spin_s": spin_s},
+                                   "busy_s": self.cfg.quiesce_busy_us * 1e-6, "spin_s": spin_s,
+                                   "poll_s": self.cfg.quiesce_poll_us * 1e-6},
                           timeout=self._left(self.cfg.quiesce_limit_s + 60), harness=is_ref, hold=False)
         dt = time.perf_counter() - t0
         drained = 0.0
@@ -566,6 +569,8 @@ class _Session:
                 self.sems.done(side, seq)
         finally:
             restore_affinity(saved)
+        empty = header.get("cmd") == "go" and not header.get("n")
+        self.last_phase = f"{side}:{'empty' if empty else header.get('cmd')}"
         hm, _ = self._req(self.holder, {"cmd": "held"}, timeout=self._left(60), harness=True, hold=False)
         self.holder_q.append(_reply_seconds(hh, "queued_s", 0.0) / chain)
         del self.holder_q[:-64]
@@ -575,10 +580,11 @@ class _Session:
     def held_harness(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float) -> tuple[dict, Phase]:
         """A held harness phase (stage, digest), each side quiesced first; the holder's wait for an idle GPU
         before it (``holder_drain``) is the phase's ``drain`` (held.charges)."""
-        drain = self.holder_drain(worker) if worker is not self.ref else 0.0
+        kind = str(header.get("cmd"))
+        drain = self.holder_drain(worker, kind) if worker is not self.ref else 0.0
         self.hold(worker)
         if worker is self.ref:
-            drain = self.holder_drain(worker)
+            drain = self.holder_drain(worker, kind)
         # Busy-polling after it (as before a span): a worker asleep in its read woke 0.05-0.5 ms late on the VM,
         # past a short staging hold, and host gaps landed on the phase's GPU time (call 4).
         spin = 0.05 if self.spin else 0.0
@@ -588,7 +594,7 @@ class _Session:
         self._quiesce(worker, spin)
         return self.held(worker, header, timeout, hold_s, drain=drain)
 
-    def holder_drain(self, worker: WorkerProcess) -> float:
+    def holder_drain(self, worker: WorkerProcess, kind: str) -> float:
         """The held clock's check on GPU work left queued: with the candidate frozen, the holder (ours) waits until
         its probe kernel runs at idle latency; its waited seconds (trusted). Before a reference's phase (called
         after the freeze) that is the candidate's leftover work plus a context switch; before a candidate's phase
@@ -597,9 +603,16 @@ class _Session:
         if worker is not self.ref and self.cand is not None and not self.cand.stopped and self.cand.alive():
             self.cand.freeze()
         hq, _ = self._req(self.holder, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
-                                        "busy_s": self.cfg.quiesce_busy_us * 1e-6, "spin_s": 0.0},
+                                        "busy_s": self.cfg.quiesce_busy_us * 1e-6, "spin_s": 0.0,
+                                        "poll_s": self.cfg.quiesce_poll_us * 1e-6},
                           timeout=self._left(self.cfg.quiesce_limit_s + 60), harness=True, hold=False)
-        return _reply_seconds(hq, "waited_s", 0.0)
+        waited = _reply_seconds(hq, "waited_s", 0.0)
+        # timing.rounds_raw["drains"] (keep_rounds): before whose phase of which kind, after whose last phase, the
+        # wait, the holder's first probe and its number of probes (us): where the drain check's charges come from
+        self.drain_log.append([kind, "ref" if worker is self.ref else "cand", self.last_phase, round(waited * 1e6, 1),
+                               round(_reply_seconds(hq, "first_s", 0.0) * 1e6, 1), int(hq.get("probes") or 0)])
+        del self.drain_log[:-2000]
+        return waited
 
     def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
         """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock; the
@@ -640,10 +653,10 @@ class _Session:
             # ms), so it waits for its span on its core, hot, as the candidate does after a thaw: a worker that
             # slept those ms ran its next span up to 2x slower (CPU VM), a bias against whichever side waits.
             self._req(self.ref, {"cmd": "spin", "spin_s": 0.05}, timeout=self._left(60), harness=True, hold=False)
-        drain = self.holder_drain(worker) if hold_s is not None and not is_ref else 0.0
+        drain = self.holder_drain(worker, "go" if n else "empty") if hold_s is not None and not is_ref else 0.0
         self.hold(worker)  # once, before the drain and the clock
         if hold_s is not None and is_ref:
-            drain = self.holder_drain(worker)
+            drain = self.holder_drain(worker, "go" if n else "empty")
         if self.device.startswith("cuda") or spin:
             # Parent-timed on both sides and counted in each side's harness time (self.extra), except what the
             # reference waited for the candidate's leftover work, which is the candidate's: work a candidate
@@ -1007,20 +1020,29 @@ def _calibrate(s: _Session) -> _Calibration:
 def _capture_reference(s: _Session, cal: _Calibration) -> None:
     """EvalConfig.cuda_graphs, in calibration (no candidate code exists yet): the reference captures its graphs
     for the timed blocks' k and spans, and its clean held baseline is taken again on replays (the interference
-    check compares the paired spans with it, on the same clock). Not capturable: eager timing, said so."""
-    h = s.capture(s.ref, cal.k, cal.spans, s._left(s.cfg.max_wall_s))
+    check compares the paired spans with it, on the same clock). Not capturable: eager timing, said so.
+    EvalConfig.graph_span_ms: k first grows to that much of the reference's GPU time (graph spans carry no launch
+    queue, so the held clock's cap on k does not bind them); back to the eager k when either side is eager."""
+    cfg, k_eager = s.cfg, cal.k
+    if cfg.graph_span_ms > 0 and cfg.calls_per_span <= 0 and cal.ref_dev_baseline > 0:
+        cal.k = max(cal.k, min(cfg.max_calls_per_round, cal.k_mem,
+                               round(cfg.graph_span_ms / 1000 / cal.ref_dev_baseline)))
+    h = s.capture(s.ref, cal.k, cal.spans, s._left(cfg.max_wall_s))
     if not h.get("graph"):
         s.graphs = {"used": False, "why": f"reference: {h.get('why', 'not captured')}"}
+        cal.k = k_eager
         return
+    if cal.k != k_eager:
+        s.graphs["k_eager"] = k_eager
     s.graph_k, s.graph_spans = cal.k, cal.spans
     s.replay["ref"] = True
     for kind in ("go", "stage"):  # the eager queueing times no longer size these holds
         s.queue[kind]["ref"].clear()
     cal.ref_dev_baseline_eager = cal.ref_dev_baseline
     cal.ref_dev_baseline = statistics.median(s.ref_block_held(cal.k, cal.spans)) / cal.k
-    s.graphs = {"used": False, "ref_capture_s": round(float(h.get("capture_s") or 0.0), 4),
-                "ref_eager_ms": round(cal.ref_dev_baseline_eager * 1e3, 6),
-                "ref_graph_ms": round(cal.ref_dev_baseline * 1e3, 6)}
+    s.graphs.update({"used": False, "ref_capture_s": round(float(h.get("capture_s") or 0.0), 4),
+                     "ref_eager_ms": round(cal.ref_dev_baseline_eager * 1e3, 6),
+                     "ref_graph_ms": round(cal.ref_dev_baseline * 1e3, 6)})
 
 
 def _capture_candidate(s: _Session, cal: _Calibration) -> None:
@@ -1039,6 +1061,7 @@ def _capture_candidate(s: _Session, cal: _Calibration) -> None:
         return
     s.replay["ref"] = False
     cal.ref_dev_baseline = cal.ref_dev_baseline_eager
+    cal.k = int(s.graphs.pop("k_eager", cal.k))  # eager spans: the k the launch queue allows (graph_span_ms)
     s.queue["go"]["ref"].clear()
     s.queue["stage"]["ref"].clear()
     s.graphs.update(used=False, why=f"candidate: {str(h.get('why', 'not captured'))[:300]}")
@@ -1427,6 +1450,8 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                   "harness_cand": [round(x, 7) for x in harness["cand"]], "host_probe": probes,
                   "harness_cpu_ref": [round(x, 7) for x in harness_cpu["ref"]],
                   "harness_cpu_cand": [round(x, 7) for x in harness_cpu["cand"]]}
+        if held:  # [kind, before whose phase, after which phase, waited, first probe (us), probes] (holder_drain)
+            st_raw["drains"] = s.drain_log
     info = {"stop": stop, "timing_s": round(time.monotonic() - t_start, 3), "audits": audits, "blocks": blocks,
             "warmup_blocks": warmup_blocks,
             "spans_per_block": B,

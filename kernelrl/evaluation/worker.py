@@ -743,12 +743,18 @@ def cmd_quiesce(h, _tensors):
     if dev.type != "cuda":
         return {"ok": True, "probe_s": 0.0, "waited_s": 0.0}, []
     limit_s, busy_s = float(h.get("limit_s", 2.0)), float(h.get("busy_s", 0.0005))
+    # between probes: a sleep (the VM's wake-up adds 0.06-0.5 ms, so a wait just over busy_s jumped by that much)
+    # or none (poll_s = 0: back-to-back probes, the wait as fine as one probe)
+    poll_s = max(0.0, float(h.get("poll_s", 0.0002)))
     t_start = _perf()
-    lat = _probe_latency_s(dev)
+    lat = first = _probe_latency_s(dev)
+    probes = 1
     while lat > busy_s and _perf() - t_start < limit_s:
-        time.sleep(0.0002)
+        if poll_s > 0:
+            time.sleep(poll_s)
         lat = _probe_latency_s(dev)
-    return {"ok": True, "probe_s": lat, "waited_s": _perf() - t_start}, []
+        probes += 1
+    return {"ok": True, "probe_s": lat, "waited_s": _perf() - t_start, "first_s": first, "probes": probes}, []
 
 
 def _host_bytes(outs) -> int:
