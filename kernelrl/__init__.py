@@ -20,5 +20,8 @@ __version__ = "0.1.0"
 # harness checks allow for per-process biases (held.HARNESS_CPU_BIAS): fast candidates' CUDA scores rise 10-30%.
 # Version 9: the held clock's drain, outside and harness-GPU checks forgive a share of the candidate's span
 # (held.SPAN_BIAS_SHARE, HARNESS_DRAIN_SHARE: honest switch and per-process biases of 0-6%), and CUDA-graph spans
-# (EvalConfig.cuda_graphs) exist.
-EVALUATOR_VERSION = "kernelrl-eval-9"
+# (EvalConfig.cuda_graphs) exist. Version 10: the held clock's drain check compares each wait after a candidate's
+# phase with the same transition after the reference's (held._drain_diffs; the empty spans' drains booked too),
+# graph spans size k by the reference's GPU time (EvalConfig.graph_span_ms), the span overhead may take up to
+# SPAN_OVERHEAD_CAP of a span (was half), and quiesce probes run back to back (EvalConfig.quiesce_poll_us).
+EVALUATOR_VERSION = "kernelrl-eval-10"

@@ -196,15 +196,18 @@ class EvalConfig:
         2.0, help="CUDA: the longest the reference waits for the device to drain before it is timed anyway (the "
         "wait is recorded; a longer backlog then shows up as reference-slowed).")
     quiesce_poll_us: float = knob(
-        200.0, help="CUDA: the sleep between two probes of a quiesce that found the device busy (0: probe back to "
-        "back). The held clock's drain check compares the holder's waits after the candidate's phases with those "
-        "after the reference's; with a sleep a wait just over quiesce_busy_us jumped by the VM's wake-up time.")
+        0.0, help="CUDA: the sleep between two probes of a quiesce that found the device busy (0: back to back, "
+        "version 10; 200 before). The held clock's drain check compares the holder's waits after the candidate's "
+        "phases with those after the reference's; with a sleep, a wait just over quiesce_busy_us jumped by the "
+        "VM's wake-up time (on the H100 the waits after a block's digests were 250-350 us, at that threshold).")
     graph_span_ms: float = knob(
-        0.0, help="clock='held' with cuda_graphs (experimental, 0 = off): before the reference captures its graphs, "
+        10.0, help="clock='held' with cuda_graphs (version 10; 0 = off): before the reference captures its graphs, "
         "raise k so the reference's span holds about this many ms of GPU time (its eager held time per call; "
-        "within the block's memory and max_calls_per_round; never lowered). k is otherwise sized from the parent's "
-        "clock (target_round_ms), which for a launch-bound reference is mostly dispatch: graph spans of 0.5-1.5 ms "
-        "GPU time, where the fixed costs of a phase (the holder's drain, context switches) are a larger share.")
+        "within the block's memory and max_calls_per_round; never lowered). Otherwise k comes from the parent's "
+        "clock (target_round_ms), mostly dispatch for a launch-bound reference: graph spans of 0.5-1.5 ms of GPU "
+        "time, where a phase's fixed costs (the holder's drain, context switches) weigh more. On the H100 (eighth "
+        "session, call 1) 10 took LayerNorm from k = 55-72 to 147 and GELU from 90 to 310, and their drain charges "
+        "(2-8% of the score) to 0.")
     threads: int = knob(1, help="CPU threads per worker (OMP_NUM_THREADS): identical for reference and candidate.")
     pin_cpu: bool = knob(
         True, help="Pin both workers of an evaluation to one CPU core (they never run at once): launch-bound GPU "

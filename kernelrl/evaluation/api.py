@@ -534,7 +534,7 @@ class _Session:
         self.extra["cand"] += dq
 
     def held(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float, expect_s: float = 0.0,
-             drain: float = 0.0) -> tuple[dict, Phase]:
+             drain: tuple[float, str] = (0.0, "")) -> tuple[dict, Phase]:
         """One held phase (EvalConfig.clock = "held"; kernelrl/evaluation/held.py): the holder queues its hold
         (a chain of short spins, ~``hold_s``) and GO, then the worker runs ``header`` with the phase's number (its
         stream waits for GO, writes DONE after its work); the parent then writes DONE itself (a worker that never
@@ -575,13 +575,13 @@ class _Session:
         self.holder_q.append(_reply_seconds(hh, "queued_s", 0.0) / chain)
         del self.holder_q[:-64]
         return reply, Phase(wall=wall, hold=float(hm["hold_s"]), work=float(hm["work_s"]), cpu=cpu, nominal=nominal,
-                            drain=drain)
+                            drain=drain[0], after=drain[1])
 
     def held_harness(self, worker: WorkerProcess, header: dict, timeout: float, hold_s: float) -> tuple[dict, Phase]:
         """A held harness phase (stage, digest), each side quiesced first; the holder's wait for an idle GPU
         before it (``holder_drain``) is the phase's ``drain`` (held.charges)."""
         kind = str(header.get("cmd"))
-        drain = self.holder_drain(worker, kind) if worker is not self.ref else 0.0
+        drain = self.holder_drain(worker, kind) if worker is not self.ref else (0.0, "")
         self.hold(worker)
         if worker is self.ref:
             drain = self.holder_drain(worker, kind)
@@ -594,12 +594,13 @@ class _Session:
         self._quiesce(worker, spin)
         return self.held(worker, header, timeout, hold_s, drain=drain)
 
-    def holder_drain(self, worker: WorkerProcess, kind: str) -> float:
+    def holder_drain(self, worker: WorkerProcess, kind: str) -> tuple[float, str]:
         """The held clock's check on GPU work left queued: with the candidate frozen, the holder (ours) waits until
         its probe kernel runs at idle latency; its waited seconds (trusted). Before a reference's phase (called
         after the freeze) that is the candidate's leftover work plus a context switch; before a candidate's phase
         (called before the thaw, the candidate frozen since the reference's phase) a switch alone, the baseline
-        (held.charges, ``drain``); a candidate still awake then (after its own phase) is frozen first."""
+        (held.charges, ``drain``); a candidate still awake then (after its own phase) is frozen first. Returns
+        (the wait, the last held phase before it: "ref:digest", ...; held._drain_diffs compares by transition)."""
         if worker is not self.ref and self.cand is not None and not self.cand.stopped and self.cand.alive():
             self.cand.freeze()
         hq, _ = self._req(self.holder, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
@@ -612,7 +613,7 @@ class _Session:
         self.drain_log.append([kind, "ref" if worker is self.ref else "cand", self.last_phase, round(waited * 1e6, 1),
                                round(_reply_seconds(hq, "first_s", 0.0) * 1e6, 1), int(hq.get("probes") or 0)])
         del self.drain_log[:-2000]
-        return waited
+        return waited, self.last_phase
 
     def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
         """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock; the
@@ -653,7 +654,8 @@ class _Session:
             # ms), so it waits for its span on its core, hot, as the candidate does after a thaw: a worker that
             # slept those ms ran its next span up to 2x slower (CPU VM), a bias against whichever side waits.
             self._req(self.ref, {"cmd": "spin", "spin_s": 0.05}, timeout=self._left(60), harness=True, hold=False)
-        drain = self.holder_drain(worker, "go" if n else "empty") if hold_s is not None and not is_ref else 0.0
+        drain = (self.holder_drain(worker, "go" if n else "empty") if hold_s is not None and not is_ref
+                 else (0.0, ""))
         self.hold(worker)  # once, before the drain and the clock
         if hold_s is not None and is_ref:
             drain = self.holder_drain(worker, "go" if n else "empty")
@@ -1277,7 +1279,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     def stats_of(go, harness, k, block_of) -> PairedStats:
         if held:  # GPU times; the candidate's charges (held.charges: aggregate checks) on its spans and harness
             c_go = sum(charges(s.book, "go").values())
-            c_h = sum(sum(charges(s.book, kind).values()) for kind in ("stage", "digest")) / B
+            c_h = sum(sum(charges(s.book, kind).values()) for kind in ("stage", "digest", "empty")) / B
             o = span_overhead()
             return paired_totals([g - o for g in go["ref"]], [g - o + c_go for g in go["cand"]], harness["ref"],
                                  [h + c_h for h in harness["cand"]], k, block_of, robust=True,
@@ -1346,11 +1348,16 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         if held and cfg.held_span_overhead:
             # One empty held span per side (n = 0: GO, the worker's wait, DONE; no call), in random order after the
             # block's spans: its GPU time is the fixed cost every span of that side carries (span_overhead).
+            empty_ph = {}
             for w in s.rng.sample(both, 2):
                 _, _, rep = s.go(w, 0, tmo[w.role], 0.0, None, hold_s=EMPTY_HOLD_S)
                 work = rep["phase"].work
+                empty_ph[w.role] = rep["phase"]
                 if math.isfinite(work) and work >= 0:
                     empty_now[w.role] = work
+            # booked for the drain check (held.charges "empty"): the holder's wait before them follows the
+            # block's last span, and work the candidate left queued after it would otherwise be on no clock
+            pair_times("empty", empty_ph["ref"], empty_ph["cand"], s.book)
         for role in ("ref", "cand"):
             expect[role] = statistics.median(walls[role]) - (spin or 0.0)
             if device_clock and q_block[role]:

@@ -141,7 +141,8 @@ class Phase:
     (kernel clock), ``nominal`` the hold's planned seconds, ``drain`` the parent-clock seconds of the quiesce just
     before it (the reference's waits for the candidate's leftover GPU work and for the context switch; the
     candidate's, for the switch alone), ``second`` whether the other side's phase of the same kind came just before
-    it (harness phases: each block draws the order)."""
+    it (harness phases: each block draws the order), ``after`` the held phase before the drain ("ref:digest",
+    "cand:go", ...; "" for the other side's phase of the same kind)."""
     wall: float
     hold: float
     work: float
@@ -149,14 +150,15 @@ class Phase:
     nominal: float
     drain: float = 0.0
     second: bool = False
+    after: str = ""
 
 
 @dataclass
 class HeldBook:
-    """Every pair of held phases of the counted blocks, per kind ("go", "stage", "digest"): the reference's values
-    (the noise the checks allow for) and the candidate's signed differences from them. ``pending`` holds the
-    current block's pairs until it is counted (``commit``) or dropped as warm-up (``discard``)."""
-    pairs: dict = field(default_factory=lambda: {"go": [], "stage": [], "digest": []})
+    """Every pair of held phases of the counted blocks, per kind ("go", "stage", "digest", "empty"): the reference's
+    values (the noise the checks allow for) and the candidate's signed differences from them. ``pending`` holds
+    the current block's pairs until it is counted (``commit``) or dropped as warm-up (``discard``)."""
+    pairs: dict = field(default_factory=lambda: {"go": [], "stage": [], "digest": [], "empty": []})
     pending: list = field(default_factory=list)
 
     def commit(self) -> None:
@@ -210,9 +212,60 @@ def pair_times(kind: str, ref: Phase, cand: Phase, book: HeldBook) -> tuple[floa
     row = {"nominal": ref.nominal, "hold_r": ref.hold, "hold_c": cand.hold,
            "out_r": max(0.0, ref.wall - ref.hold - ref.work), "out_c": max(0.0, cand.wall - cand.hold - work_c),
            "cpu_r": ref.cpu, "cpu_c": cand.cpu, "work_r": ref.work, "work_c": work_c,
-           "drain_r": ref.drain, "drain_c": cand.drain, "cand_second": cand.second}
+           "drain_r": ref.drain, "drain_c": cand.drain, "cand_second": cand.second,
+           "after_r": ref.after or f"cand:{kind}", "after_c": cand.after or f"ref:{kind}"}
     book.pending.append((kind, row))
     return max(ref.work, 0.0), work_c
+
+
+def _harness_drain_bias(book: HeldBook, n: int) -> float:
+    """HARNESS_DRAIN_SHARE of the candidate's GPU time in one block's spans (go pairs per ``n`` pairs of a kind)."""
+    spans = book.pairs.get("go") or []
+    return HARNESS_DRAIN_SHARE * statistics.median(r["work_c"] for r in spans) * len(spans) / n if spans else 0.0
+
+
+def _drain_diffs(book: HeldBook, kind: str, rows: list[dict]) -> tuple[list[float], float]:
+    """The drain check's per-pair differences for ``kind`` (seconds) and the robust sd of its baseline's noise.
+
+    Every booked drain that came right after a phase of the *candidate* (either side's phase next: its leftover
+    work delays both) is compared with the same transition after the *reference's* phase: the median wait before
+    a phase of the same kind right after a reference's phase of the same kind ("stage after digest"), the
+    candidate frozen throughout, so a switch and the machine's state alone; with fewer than 2 of those, the median
+    of all waits after a reference's phase of that kind. A pair's difference is the sum over its two drains (0
+    where neither followed the candidate). Why by transition: on the H100 (2026-11-26, eighth session, call 1)
+    the wait depended on what came before it, on both sides alike: ~250-350 us at a block's start (after the
+    digests and the parent's checks between blocks), 45-210 us within a block. Version 9 compared the
+    reference's waits with the median before the candidate's spans, so a block that began with the reference's
+    staging charged an honest candidate ~150 us."""
+    base: dict[tuple[str, str], list[float]] = {}
+    for k, krows in book.pairs.items():
+        for r in krows:
+            for who in ("r", "c"):
+                after = r.get(f"after_{who}", "")
+                if after.startswith("ref:"):
+                    base.setdefault((k, after[4:]), []).append(r[f"drain_{who}"])
+    by_after: dict[str, list[float]] = {}
+    for (_k, y), v in base.items():
+        by_after.setdefault(y, []).extend(v)
+    med = {key: statistics.median(v) for key, v in base.items() if len(v) >= 2}
+    med_after = {y: statistics.median(v) for y, v in by_after.items()}
+    every = [x for v in base.values() for x in v]
+    fallback = statistics.median(every) if every else 0.0
+
+    def baseline(after: str) -> float:
+        y = after.partition(":")[2]
+        return med.get((kind, y), med_after.get(y, fallback))
+
+    diffs = []
+    for r in rows:
+        d = 0.0
+        for who in ("r", "c"):
+            after = r.get(f"after_{who}", "")
+            if after.startswith("cand:"):
+                d += r[f"drain_{who}"] - baseline(after)
+        diffs.append(d)
+    noise = [x - med.get(key, med_after[key[1]]) for key, v in base.items() for x in v]
+    return diffs, robust_sd(noise) if len(noise) >= 2 else 0.0
 
 
 def charges(book: HeldBook, kind: str) -> dict[str, float]:
@@ -225,36 +278,30 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
     - ``outside``: (parent-clock phase - hold - work) - the reference's: work after the holder's end event.
     - ``cpu``: its CPU seconds - the reference's (in a span: - the larger of the reference's and its own GPU time:
       dispatch hidden behind its own kernels is free): host work while the hold kept the GPU.
-    - ``drain``: the holder's wait for an idle GPU before the reference's phase (the candidate frozen) - the
-      median of its waits before the candidate's spans (a context switch alone: the reference's span came just
-      before, the candidate frozen throughout): GPU work the candidate left queued or started outside its phases.
-      Both are the holder's own numbers; the candidate's quiesce is not (it could lengthen its own). Charging the
-      reference's waits per phase (as on the host clock) charged honest candidates the context switch, ~0.6 ms a
-      phase on the H100 (call 5).
+    - ``drain``: the holder's wait for an idle GPU (the candidate frozen) before a phase that follows one of the
+      candidate's, beyond the same transition's wait after the reference's phase (``_drain_diffs``): GPU work
+      the candidate left queued or started outside its phases. Both are the holder's own numbers; the
+      candidate's quiesce is not (it could lengthen its own). Charging the reference's waits per phase (as on
+      the host clock) charged honest candidates the context switch, ~0.6 ms a phase on the H100 (call 5).
     Per-pair one-sided charges (v7's first cut) charged honest noise: on the H100 VM the host's speed moved the
     harness phases' CPU time by up to 1.7x between pairs, and Softmax lost 30% of its score to it."""
     rows = book.pairs.get(kind) or []
     if not rows:
         return {"stretch": 0.0, "outside": 0.0, "cpu": 0.0, "drain": 0.0}
     n = len(rows)
-    go_drains = [r["drain_c"] for r in book.pairs["go"]] or [r["drain_c"] for r in rows]
-    base_drain = statistics.median(go_drains)
-    if kind != "go":
-        # A harness phase's own clean baseline: the candidate's waits when the reference's phase of the same kind
-        # came just before (the GPU idle before the reference's, so only its leftovers and the switch; the
-        # candidate's own leftovers cannot reach it). After staging, the switch took 20-130 us longer than after a
-        # span on the H100 (v8 call 1): honest candidates were charged it, 0.5-3.7% of their spans.
-        clean = [r["drain_c"] for r in rows if r.get("cand_second")]
-        if len(clean) >= 3:
-            base_drain = max(base_drain, statistics.median(clean))
+    drain_diffs, drain_sd = _drain_diffs(book, kind, rows)
+    if kind == "empty":  # the empty spans (held_span_overhead): only the drain before them is the candidate's
+        bias = _harness_drain_bias(book, n)
+        return {"stretch": 0.0, "outside": 0.0, "cpu": 0.0,
+                "drain": max(0.0, _tmean(drain_diffs) - max(2 * max(math.sqrt(2) * drain_sd, 5e-6) / math.sqrt(n),
+                                                            bias))}
     nominal = statistics.median(r["nominal"] for r in rows)
     cpu_ref = statistics.median(r["cpu_r"] for r in rows)
     diffs = {
         "stretch": [r["hold_c"] - r["hold_r"] for r in rows],
         "outside": [r["out_c"] - r["out_r"] for r in rows],
         "cpu": [r["cpu_c"] - (max(r["cpu_r"], r["work_c"]) if kind == "go" else r["cpu_r"]) for r in rows],
-        # against the median baseline of the spans' (clean: a reference's span always came just before)
-        "drain": [r["drain_r"] - base_drain for r in rows],
+        "drain": drain_diffs,  # against the same transition after the reference's phase (_drain_diffs)
     }
     sigma = {  # a difference of two draws: sqrt(2) x the reference's robust sd, with floors
         "stretch": max(math.sqrt(2) * robust_sd([r["hold_r"] - r["nominal"] for r in rows]), 1e-3 * nominal, 2e-6),
@@ -262,15 +309,13 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
         # at least 15% of the reference's: the VM's host moved a phase's CPU time by up to 1.7x between
         # neighbouring pairs, and one evaluation in three charged an honest digest ~1 ms with a 1% floor (call 3)
         "cpu": max(math.sqrt(2) * robust_sd([r["cpu_r"] for r in rows]), 0.15 * cpu_ref, 5e-6),
-        "drain": max(math.sqrt(2) * robust_sd(go_drains), 5e-6),
+        "drain": max(math.sqrt(2) * drain_sd, 5e-6),
     }
     bias = {"stretch": 0.0, "outside": 0.0, "cpu": 0.0, "drain": 0.0}
     if kind != "go":  # per-process biases (HARNESS_CPU_BIAS): an allowance that does not shrink with n
         bias["cpu"] = HARNESS_CPU_BIAS * cpu_ref
         bias["outside"] = HARNESS_OUTSIDE_BIAS * statistics.median(r["out_r"] for r in rows)
-        spans = book.pairs.get("go") or []
-        if spans:  # the candidate's GPU time in the spans of one block (go pairs per pair of this kind)
-            bias["drain"] = HARNESS_DRAIN_SHARE * statistics.median(r["work_c"] for r in spans) * len(spans) / n
+        bias["drain"] = _harness_drain_bias(book, n)
     else:  # SPAN_BIAS_SHARE of its own median span
         bias["drain"] = bias["outside"] = SPAN_BIAS_SHARE * statistics.median(r["work_c"] for r in rows)
     return {key: max(0.0, _tmean(d) - max(2 * sigma[key] / math.sqrt(n), bias[key])) for key, d in diffs.items()}
@@ -279,16 +324,24 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
 EMPTY_HOLD_S = 1e-3  # an empty span's hold: outlasts the worker's request and its GO wait (hold_plan adds 0.5 ms)
 
 
+# The most held_span_overhead takes off a side's median span: a guard against a broken measurement. It was 0.5 in
+# version 9, and bound on the GRU's 38x candidate (eighth session, call 1: spans of 0.41 ms at k = 1 carrying the
+# 0.284 ms every empty span took, so 0.205 ms was taken off and it scored 22.8x; 33.8x at k = 2, still bound),
+# so the score moved with k. The empty spans of both sides repeated within 0.5% there.
+SPAN_OVERHEAD_CAP = 0.8
+
+
 def held_span_overhead(empty_ref: list[float], empty_cand: list[float], go_ref: list[float],
                        go_cand: list[float]) -> float:
     """What the held clock takes off every span of both sides (EvalConfig.held_span_overhead): the smaller of the
     two sides' median empty span (GO, the worker's wait, DONE, the two context switches; no call), so the
-    candidate can only lower it; 0 with fewer than 3 of either; at most half the shorter side's median span (a
-    guard against a broken measurement, never near on the H100: ~0.3 ms against 1-10 ms spans)."""
+    candidate can only lower it; 0 with fewer than 3 of either; at most SPAN_OVERHEAD_CAP of the shorter side's
+    median span (~0.28 ms against 0.4-10 ms spans on the H100)."""
     if min(len(empty_ref), len(empty_cand)) < 3 or not go_ref or not go_cand:
         return 0.0
     o = min(statistics.median(empty_ref), statistics.median(empty_cand))
-    return max(0.0, min(o, 0.5 * statistics.median(go_ref), 0.5 * statistics.median(go_cand)))
+    cap = SPAN_OVERHEAD_CAP
+    return max(0.0, min(o, cap * statistics.median(go_ref), cap * statistics.median(go_cand)))
 
 
 def held_info(book: HeldBook, k: int) -> dict:
@@ -305,7 +358,7 @@ def held_info(book: HeldBook, k: int) -> dict:
             "stretch_charge_ms": round(ch["stretch"] / k * 1e3, 6),
             "outside_charge_ms": round(ch["outside"] / k * 1e3, 6), "host_charge_ms": round(ch["cpu"] / k * 1e3, 6),
             "harness_charges_ms": {kind: {key: round(v * 1e3, 4) for key, v in charges(book, kind).items()}
-                                   for kind in ("stage", "digest")},
+                                   for kind in ("stage", "digest", "empty")},
             "harness_held_ms": {kind: {key: round(statistics.median(r[key] for r in book.pairs[kind]) * 1e3, 4)
                                        for key in ("work_r", "work_c", "cpu_r", "cpu_c", "hold_r")}
                                 for kind in ("stage", "digest") if book.pairs[kind]}}
