@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import faulthandler
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -91,7 +92,7 @@ def drain_summary(raw: dict) -> dict:
     for key, rows in sorted(groups.items()):
         w = sorted(r[0] for r in rows)
         f = sorted(r[1] for r in rows)
-        out[key] = {"n": len(rows), "wait_med": w[len(w) // 2], "wait_p90": w[int(0.9 * (len(w) - 1))],
+        out[key] = {"n": len(rows), "wait_med": w[len(w) // 2], "wait_p90": w[math.ceil(0.9 * (len(w) - 1))],
                     "first_med": f[len(f) // 2], "multi": round(sum(r[2] > 1 for r in rows) / len(rows), 3)}
     return out
 

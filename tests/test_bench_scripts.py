@@ -44,3 +44,29 @@ def test_placement_probe_reports_within_and_between_group_spread():
     assert len(row["group_ratios"]) == 3 and all(r > 0 for r in row["group_ratios"])
     assert set(row["within_pct"]) == {"ref", "cand"} and set(row["between_pct"]) == {"ref", "cand", "ratio"}
     assert probe("09_Swish", "no_such_seed", torch.device("cpu"), 2, 2, 1.0, random.Random(0))["error"]
+
+
+def test_set_overrides_any_evalconfig_knob_with_its_type_and_refuses_bad_ones():
+    """--set KEY=VALUE (evaluator_bench, eval_one): an experiment's knob without a new flag; a typo exits with
+    the key's name instead of running a device call with the default."""
+    import pytest
+
+    from bench.evaluator_bench import apply_sets
+
+    cfg = apply_sets(CPU, ["quiesce_poll_us=0", "graph_span_ms=12.5", "cuda_graphs=false", "spans_per_block=3"])
+    assert (cfg.quiesce_poll_us, cfg.graph_span_ms, cfg.cuda_graphs, cfg.spans_per_block) == (0.0, 12.5, False, 3)
+    assert cfg.budget_s == CPU.budget_s  # the rest untouched
+    for bad in ("graph_span=10", "graph_span_ms", "spans_per_block=two", "cuda_graphs=maybe"):
+        with pytest.raises(SystemExit, match="--set"):
+            apply_sets(CPU, [bad])
+
+
+def test_eval_one_drain_summary_groups_the_holders_waits_by_transition():
+    from bench.eval_one import drain_summary
+
+    raw = {"drains": [["stage", "ref", "cand:digest", 300.0, 290.0, 1],
+                      ["stage", "ref", "cand:digest", 340.0, 310.0, 2], ["go", "cand", "ref:go", 100.0, 98.0, 1]]}
+    s = drain_summary(raw)
+    assert s["stage<ref after cand:digest"] == {"n": 2, "wait_med": 340.0, "wait_p90": 340.0, "first_med": 310.0,
+                                                "multi": 0.5}
+    assert s["go<cand after ref:go"]["n"] == 1 and drain_summary({}) == {}

@@ -387,6 +387,16 @@ def test_a_host_bound_reference_leaves_the_held_clock_only_when_asked_and_beyond
         validate_values(EvalConfig(held_wall_ratio=-1.0), "eval")
 
 
+def test_version_10_knobs_default_on_and_refuse_negative_values():
+    """graph_span_ms (graph spans of ~10 ms of the reference's GPU time) and quiesce_poll_us (probes back to back)
+    are version 10's defaults; negative values are a config error, not a silent 'off'."""
+    assert (EvalConfig().graph_span_ms, EvalConfig().quiesce_poll_us) == (10.0, 0.0)
+    validate_values(EvalConfig(graph_span_ms=0.0, quiesce_poll_us=200.0), "eval")
+    for name in ("graph_span_ms", "quiesce_poll_us"):
+        with pytest.raises(ConfigError, match=name):
+            validate_values(EvalConfig(**{name: -1.0}), "eval")
+
+
 def test_cuda_graphs_is_on_by_default_and_a_cpu_evaluation_ignores_it():
     """EvalConfig.cuda_graphs (version 9, on by default) times held spans as CUDA-graph replays; the held clock (and
     so the graphs) applies on CUDA only: a CPU evaluation with it on runs the parent's clock and reports no graphs."""

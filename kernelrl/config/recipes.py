@@ -154,8 +154,10 @@ def validate_values(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.{f.name}: must be > 0, got {v!r}")
     if isinstance(obj, CRLConfig) and obj.group_size < 2:
         raise ConfigError(f"{where}.group_size: GRPO needs >= 2 samples per group, got {obj.group_size}")
-    if isinstance(obj, EvalConfig) and obj.held_wall_ratio < 0:
-        raise ConfigError(f"{where}.held_wall_ratio: must be >= 0 (0 = off), got {obj.held_wall_ratio!r}")
+    if isinstance(obj, EvalConfig):
+        for name in ("held_wall_ratio", "graph_span_ms", "quiesce_poll_us"):
+            if getattr(obj, name) < 0:
+                raise ConfigError(f"{where}.{name}: must be >= 0 (0 = off), got {getattr(obj, name)!r}")
     if isinstance(obj, AugmentConfig):
         for name in ("max_retries", "retry_backoff_s"):
             if getattr(obj, name) < 0:
