@@ -57,8 +57,6 @@ def main() -> None:
         over["cuda_graphs"] = True
     cfg = apply_sets(dataclasses.replace(EvalConfig(device=a.device, keep_rounds=True), **over), a.set)
     print(f"{task.key} / {seed.name}: {over} {a.set}", flush=True)
-    if a.stack_after > 0:
-        faulthandler.dump_traceback_later(a.stack_after, exit=False)
     t0 = time.monotonic()
     last = [""]
 
@@ -69,6 +67,8 @@ def main() -> None:
 
     for rep in range(a.repeat):
         t0 = time.monotonic()
+        if a.stack_after > 0:  # armed per repeat: a stall in any of them dumps its stacks
+            faulthandler.dump_traceback_later(a.stack_after, exit=False)
         r = evaluate(task, seed.source, cfg, progress=progress)
         faulthandler.cancel_dump_traceback_later()
         timing = {k: v for k, v in (r.timing or {}).items() if k != "rounds_raw"}
