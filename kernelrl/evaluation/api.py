@@ -1311,11 +1311,10 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         s.harness_cpu = {"ref": 0.0, "cand": 0.0}
         hold = s.holds() if held else {}
         phases: dict[str, dict] = {"stage": {}, "digest": {}}
-        for j, w in enumerate(s.rng.sample(both, 2)):
+        for w in s.rng.sample(both, 2):
             if held:
                 hs, phases["stage"][w.role] = s.held_harness(w, {"cmd": "stage", "seed": seed, "k": k * B},
                                                              tmo[w.role], hold["stage"])
-                phases["stage"][w.role].second = j == 1  # held.charges: the drain's clean baseline
                 s.note_queue("stage", w, hs)
                 h_time[w.role] = 0.0
             else:
@@ -1365,11 +1364,10 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         calls = sorted(s.rng.sample(range(k * B), min(k * B, cfg.digest_sample)))
         dseed = s.rng.randrange(2**40)
         reply = {}
-        for j, w in enumerate(s.rng.sample(both, 2)):
+        for w in s.rng.sample(both, 2):
             if held:
                 reply[w.role], phases["digest"][w.role] = s.held_harness(
                     w, {"cmd": "digest", "dseed": dseed, "calls": calls}, tmo[w.role], hold["digest"])
-                phases["digest"][w.role].second = j == 1
                 s.note_queue("digest", w, reply[w.role])
             else:
                 dt, reply[w.role] = s.digest(w, dseed, calls, tmo[w.role])

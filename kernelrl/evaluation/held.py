@@ -140,16 +140,14 @@ class Phase:
     reply), ``hold`` and ``work`` the holder's events (a -> b, b -> c), ``cpu`` the worker's CPU seconds in it
     (kernel clock), ``nominal`` the hold's planned seconds, ``drain`` the parent-clock seconds of the quiesce just
     before it (the reference's waits for the candidate's leftover GPU work and for the context switch; the
-    candidate's, for the switch alone), ``second`` whether the other side's phase of the same kind came just before
-    it (harness phases: each block draws the order), ``after`` the held phase before the drain ("ref:digest",
-    "cand:go", ...; "" for the other side's phase of the same kind)."""
+    candidate's, for the switch alone), ``after`` the held phase before that quiesce ("ref:digest", "cand:go", ...;
+    "" for the other side's phase of the same kind)."""
     wall: float
     hold: float
     work: float
     cpu: float
     nominal: float
     drain: float = 0.0
-    second: bool = False
     after: str = ""
 
 
@@ -212,7 +210,7 @@ def pair_times(kind: str, ref: Phase, cand: Phase, book: HeldBook) -> tuple[floa
     row = {"nominal": ref.nominal, "hold_r": ref.hold, "hold_c": cand.hold,
            "out_r": max(0.0, ref.wall - ref.hold - ref.work), "out_c": max(0.0, cand.wall - cand.hold - work_c),
            "cpu_r": ref.cpu, "cpu_c": cand.cpu, "work_r": ref.work, "work_c": work_c,
-           "drain_r": ref.drain, "drain_c": cand.drain, "cand_second": cand.second,
+           "drain_r": ref.drain, "drain_c": cand.drain,
            "after_r": ref.after or f"cand:{kind}", "after_c": cand.after or f"ref:{kind}"}
     book.pending.append((kind, row))
     return max(ref.work, 0.0), work_c
