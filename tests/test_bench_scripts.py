@@ -70,3 +70,20 @@ def test_eval_one_drain_summary_groups_the_holders_waits_by_transition():
     assert s["stage<ref after cand:digest"] == {"n": 2, "wait_med": 340.0, "wait_p90": 340.0, "first_med": 310.0,
                                                 "multi": 0.5}
     assert s["go<cand after ref:go"]["n"] == 1 and drain_summary({}) == {}
+
+
+def test_spare_pool_starts_replacements_on_as_many_threads_as_configured():
+    """EvalConfig.spare_starters (experimental): a held evaluation takes three spares; with 3 starter threads their
+    replacements start side by side (2 left one of three queued behind the others). Paused, so no worker starts."""
+    from kernelrl.evaluation.spares import Spares
+
+    for starters in (2, 3):
+        pool = Spares(per_key=1)
+        pool.starters = starters
+        pool.pause()
+        try:
+            for role in ("ref", "cand", "holder"):
+                assert pool.take(role, {"device": "cpu"}) is None
+            assert len(pool._threads) == starters and pool._todo.qsize() >= 3 - starters
+        finally:
+            pool.close_all()

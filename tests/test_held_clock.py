@@ -502,3 +502,40 @@ def test_a_rare_wild_harness_block_is_dropped_with_its_spans_not_charged_to_ever
     # work moved in every block is not wild: charged (all but the allowance)
     st = score([0.5e-3] * (2 * n_blocks), [1e-3] * n_blocks)
     assert st.charge_per_call * 10 == pytest.approx(1e-3 - SPAN_BIAS_SHARE * 0.5e-3, rel=0.01)
+
+
+def test_drain_gap_match_refreezes_the_frozen_candidate_before_drains_that_had_no_freeze():
+    """EvalConfig.drain_gap_match (experimental, off): the parent freezes the candidate (a /proc listing) right
+    before the holder's drains that follow a candidate's phase only; with the knob the drains after a reference's
+    phase get the same listing, so the two kinds of wait follow the same host gap (an A/B for the device)."""
+    import types
+
+    from kernelrl.evaluation.api import _Session
+
+    class Cand:
+        stopped, freezes = True, 0
+
+        def alive(self):
+            return True
+
+        def freeze(self):
+            self.freezes += 1
+            self.stopped = True
+
+    def drain(gap_match, froze_since_phase, cand_awake=False, side="ref"):
+        cand = Cand()
+        cand.stopped = not cand_awake
+        ref = object()
+        fake = types.SimpleNamespace(
+            cand=cand, ref=ref, holder=object(), froze_since_phase=froze_since_phase, drain_log=[], last_phase="ref:go",
+            cfg=EvalConfig(drain_gap_match=gap_match), _left=lambda s: s,
+            _req=lambda *a, **k: ({"waited_s": 1e-4, "first_s": 9e-5, "probes": 1}, []))
+        waited, after = _Session.holder_drain(fake, ref if side == "ref" else cand, "go")
+        assert (waited, after) == (1e-4, "ref:go") and len(fake.drain_log) == 1
+        return cand.freezes
+
+    assert drain(False, False) == 0  # off: no listing after a reference's phase (as in version 10)
+    assert drain(True, False) == 1 and drain(True, False, side="cand") == 1  # on: the same listing on both paths
+    assert drain(True, True) == 0  # a freeze already ran since the last phase: not twice
+    assert drain(False, False, cand_awake=True, side="cand") == 1  # after its own phase it is frozen either way
+    assert EvalConfig().drain_gap_match is False

@@ -154,6 +154,8 @@ def validate_values(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.{f.name}: must be > 0, got {v!r}")
     if isinstance(obj, CRLConfig) and obj.group_size < 2:
         raise ConfigError(f"{where}.group_size: GRPO needs >= 2 samples per group, got {obj.group_size}")
+    if isinstance(obj, EvalConfig) and obj.spare_starters < 1:
+        raise ConfigError(f"{where}.spare_starters: must be >= 1, got {obj.spare_starters!r}")
     if isinstance(obj, EvalConfig):
         for name in ("held_wall_ratio", "graph_span_ms", "quiesce_poll_us"):
             if getattr(obj, name) < 0:

@@ -219,6 +219,18 @@ class EvalConfig:
         "Each is used by one evaluation only, and none starts while an evaluation is timed, so with one per role "
         "every other back-to-back evaluation found none ready. -1: 2 on CUDA, 0 on CPU (where a background start "
         "would compete with the timing for the cores); 0: start workers when needed.")
+    spare_starters: int = knob(
+        2, help="Experimental (not yet measured on a GPU): threads that start spare workers side by side (the most "
+        "any evaluation of this process asked for). A held evaluation takes three spares (reference, candidate, "
+        "holder) and two threads replace them at ~5 s each, paused while timing: on the H100 (eighth session) 35% "
+        "of warm evaluations found none ready and paid 4-7 s of start-up (433 evaluations per GPU-hour; ~520 with "
+        "every start warm). 3 starts the three replacements at once.")
+    drain_gap_match: bool = knob(
+        False, help="clock='held', experimental (not yet measured on a GPU): before every holder drain that follows "
+        "a reference's phase, the parent re-lists and re-stops the (already frozen) candidate, as it does after a "
+        "candidate's phase. A test of whether the 30-90 us excess of the waits after the candidate's phases (H100, "
+        "eighth session) is the parent's freeze (a /proc listing of a few ms before those waits only) rather than "
+        "the candidate's context.")
     keep_rounds: bool = knob(False, help="Keep every round's raw parent-clock times in timing.rounds_raw (analysis).")
     drop_privileges: bool = knob(
         True, help="When root, run the candidate under a fresh unprivileged uid of its own: it cannot signal or "

@@ -342,6 +342,7 @@ class _Session:
         self.graphs: dict = {}  # what timing.graphs reports
         self.drain_log: list[list] = []  # the holder's drains, for timing.rounds_raw (holder_drain)
         self.last_phase = ""  # "side:cmd" of the last held phase (the drain log's "after")
+        self.froze_since_phase = False  # the candidate was frozen since that phase (EvalConfig.drain_gap_match)
         self.phases: dict[str, float] = {}
         self._t_mark = time.monotonic()
 
@@ -361,6 +362,7 @@ class _Session:
                       drop_privileges=self.cfg.drop_privileges, cpus=(spare_cores() if self.cpus else None))
         n_spares = self.cfg.spare_workers if self.cfg.spare_workers >= 0 else 2 * self.device.startswith("cuda")
         SPARES.per_key = max(SPARES.per_key, n_spares)
+        SPARES.starters = max(SPARES.starters, self.cfg.spare_starters)
         use_spares = n_spares > 0
         for role, source, cache in (("cand", self.cand_source, self.cand_cache), ("ref", self.task_source,
                                                                                   self.ref_cache)):
@@ -484,6 +486,7 @@ class _Session:
                 worker.thaw()
             if cand is not None and not cand.stopped and cand.alive():
                 cand.freeze()
+                self.froze_since_phase = True
         elif worker.stopped:
             worker.thaw()
 
@@ -571,6 +574,7 @@ class _Session:
             restore_affinity(saved)
         empty = header.get("cmd") == "go" and not header.get("n")
         self.last_phase = f"{side}:{'empty' if empty else header.get('cmd')}"
+        self.froze_since_phase = False
         hm, _ = self._req(self.holder, {"cmd": "held"}, timeout=self._left(60), harness=True, hold=False)
         self.holder_q.append(_reply_seconds(hh, "queued_s", 0.0) / chain)
         del self.holder_q[:-64]
@@ -601,8 +605,13 @@ class _Session:
         (called before the thaw, the candidate frozen since the reference's phase) a switch alone, the baseline
         (held.charges, ``drain``); a candidate still awake then (after its own phase) is frozen first. Returns
         (the wait, the last held phase before it: "ref:digest", ...; held._drain_diffs compares by transition)."""
-        if worker is not self.ref and self.cand is not None and not self.cand.stopped and self.cand.alive():
-            self.cand.freeze()
+        cand = self.cand
+        if worker is not self.ref and cand is not None and not cand.stopped and cand.alive():
+            cand.freeze()
+            self.froze_since_phase = True
+        elif (self.cfg.drain_gap_match and not self.froze_since_phase and cand is not None and cand.stopped
+              and cand.alive()):
+            cand.freeze()  # EvalConfig.drain_gap_match: the same listing (and host gap) as after a candidate's phase
         hq, _ = self._req(self.holder, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
                                         "busy_s": self.cfg.quiesce_busy_us * 1e-6, "spin_s": 0.0,
                                         "poll_s": self.cfg.quiesce_poll_us * 1e-6},

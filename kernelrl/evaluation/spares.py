@@ -22,12 +22,13 @@ import threading
 from kernelrl.evaluation.sandbox import WorkerProcess
 
 
-STARTERS = 2
+STARTERS = 2  # threads that start spares side by side (EvalConfig.spare_starters can raise it)
 
 
 class Spares:
     def __init__(self, per_key: int = 1):
         self.per_key = per_key
+        self.starters = STARTERS
         self._lock = threading.Lock()
         self._ready: dict[tuple, list[WorkerProcess]] = {}
         self._starting: dict[tuple, int] = {}
@@ -62,7 +63,7 @@ class Spares:
             for _ in range(max(0, need)):
                 self._starting[key] = self._starting.get(key, 0) + 1
                 self._todo.put((key, role, dict(kw)))
-            while need > 0 and len(self._threads) < STARTERS:
+            while need > 0 and len(self._threads) < self.starters:
                 # Long-lived starter threads: a worker's parent-death signal (PR_SET_PDEATHSIG) fires when the
                 # *thread* that started it ends, so spares started from short-lived threads would die at once.
                 # Two of them, so the two roles' replacements start side by side (one after the other they took
