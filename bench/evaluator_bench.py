@@ -44,9 +44,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kernelrl.config.recipes import with_overrides  # noqa: E402
 from kernelrl.config.stages import EvalConfig  # noqa: E402
+from kernelrl.errors import ConfigError  # noqa: E402
 from kernelrl.evaluation import CAPPED, FATAL, EVALUATOR_VERSION, evaluate  # noqa: E402
 from kernelrl.tasks import load_seeds, load_suite  # noqa: E402
+from kernelrl.step import parse_sets  # noqa: E402
 from kernelrl.tasks.loader import Task  # noqa: E402
 
 # Scaled copies of built-in tasks (module-level sizes overridden): the slow end of the range on a GPU (tens of ms
@@ -225,25 +228,13 @@ def summarize(out_dir: Path) -> dict:
 
 
 def apply_sets(cfg: EvalConfig, sets: list[str]) -> EvalConfig:
-    """``--set KEY=VALUE`` (repeatable): any EvalConfig knob, the value parsed as the knob's default's type (a
-    bool from 1/0/true/false), so an experiment needs no new flag. A bad key or value exits with its name."""
-    fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
-    over = {}
-    for item in sets:
-        key, sep, raw = item.partition("=")
-        if not sep or key not in fields:
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE with KEY an EvalConfig field")
-        kind = type(getattr(cfg, key))
-        try:
-            if kind is bool:
-                if raw.lower() not in ("1", "0", "true", "false"):
-                    raise ValueError(raw)
-                over[key] = raw.lower() in ("1", "true")
-            else:
-                over[key] = kind(raw)
-        except ValueError:
-            raise SystemExit(f"--set {item!r}: {raw!r} is not a {kind.__name__}") from None
-    return dataclasses.replace(cfg, **over)
+    """``--set KEY=VALUE`` (repeatable): any EvalConfig knob, so an experiment needs no new flag. The value is read
+    as YAML like every ``--set`` of the project (``kernelrl.step.parse_sets``: ``true``, ``0``, ``12.5``) and
+    checked against the knob's type and bounds (``recipes.with_overrides``); a bad one exits with its name."""
+    try:
+        return with_overrides(cfg, parse_sets(sets), "--set")
+    except ConfigError as e:
+        raise SystemExit(str(e)) from None
 
 
 def main() -> None:

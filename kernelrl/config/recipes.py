@@ -154,12 +154,6 @@ def validate_values(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.{f.name}: must be > 0, got {v!r}")
     if isinstance(obj, CRLConfig) and obj.group_size < 2:
         raise ConfigError(f"{where}.group_size: GRPO needs >= 2 samples per group, got {obj.group_size}")
-    if isinstance(obj, EvalConfig) and obj.spare_starters < 1:
-        raise ConfigError(f"{where}.spare_starters: must be >= 1, got {obj.spare_starters!r}")
-    if isinstance(obj, EvalConfig):
-        for name in ("held_wall_ratio", "graph_span_ms", "quiesce_poll_us"):
-            if getattr(obj, name) < 0:
-                raise ConfigError(f"{where}.{name}: must be >= 0 (0 = off), got {getattr(obj, name)!r}")
     if isinstance(obj, AugmentConfig):
         for name in ("max_retries", "retry_backoff_s"):
             if getattr(obj, name) < 0:
@@ -172,6 +166,18 @@ def validate_values(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.estimator: expected hl or median, got {obj.estimator!r}")
         if obj.clock not in ("host", "device", "held"):
             raise ConfigError(f"{where}.clock: expected host, device or held, got {obj.clock!r}")
+        for name in ("held_wall_ratio", "graph_span_ms", "quiesce_poll_us"):
+            if getattr(obj, name) < 0:
+                raise ConfigError(f"{where}.{name}: must be >= 0 (0 = off), got {getattr(obj, name)!r}")
+        if obj.spare_starters < 1:
+            raise ConfigError(f"{where}.spare_starters: must be >= 1, got {obj.spare_starters!r}")
+
+
+def with_overrides(obj: Any, overrides: dict[str, Any], where: str) -> Any:
+    """A copy of the config dataclass ``obj`` with ``overrides`` (field -> value as a recipe reads them, e.g. from
+    ``kernelrl.step.parse_sets``), each checked against its field's type and the result validated as a recipe's
+    section is: a ConfigError names the field."""
+    return _build(type(obj), {**{f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, **overrides}, where)
 
 
 def list_recipes() -> list[str]:
