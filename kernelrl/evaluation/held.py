@@ -216,12 +216,6 @@ def pair_times(kind: str, ref: Phase, cand: Phase, book: HeldBook) -> tuple[floa
     return max(ref.work, 0.0), work_c
 
 
-def _harness_drain_bias(book: HeldBook, n: int) -> float:
-    """HARNESS_DRAIN_SHARE of the candidate's GPU time in one block's spans (go pairs per ``n`` pairs of a kind)."""
-    spans = book.pairs.get("go") or []
-    return HARNESS_DRAIN_SHARE * statistics.median(r["work_c"] for r in spans) * len(spans) / n if spans else 0.0
-
-
 def _drain_diffs(book: HeldBook, kind: str, rows: list[dict]) -> tuple[list[float], float]:
     """The drain check's per-pair differences for ``kind`` (seconds) and the robust sd of its baseline's noise.
 
@@ -288,11 +282,6 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
         return {"stretch": 0.0, "outside": 0.0, "cpu": 0.0, "drain": 0.0}
     n = len(rows)
     drain_diffs, drain_sd = _drain_diffs(book, kind, rows)
-    if kind == "empty":  # the empty spans (held_span_overhead): only the drain before them is the candidate's
-        bias = _harness_drain_bias(book, n)
-        return {"stretch": 0.0, "outside": 0.0, "cpu": 0.0,
-                "drain": max(0.0, _tmean(drain_diffs) - max(2 * max(math.sqrt(2) * drain_sd, 5e-6) / math.sqrt(n),
-                                                            bias))}
     nominal = statistics.median(r["nominal"] for r in rows)
     cpu_ref = statistics.median(r["cpu_r"] for r in rows)
     diffs = {
@@ -313,10 +302,15 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
     if kind != "go":  # per-process biases (HARNESS_CPU_BIAS): an allowance that does not shrink with n
         bias["cpu"] = HARNESS_CPU_BIAS * cpu_ref
         bias["outside"] = HARNESS_OUTSIDE_BIAS * statistics.median(r["out_r"] for r in rows)
-        bias["drain"] = _harness_drain_bias(book, n)
+        spans = book.pairs.get("go") or []
+        if spans:  # the candidate's GPU time in the spans of one block (go pairs per pair of this kind)
+            bias["drain"] = HARNESS_DRAIN_SHARE * statistics.median(r["work_c"] for r in spans) * len(spans) / n
     else:  # SPAN_BIAS_SHARE of its own median span
         bias["drain"] = bias["outside"] = SPAN_BIAS_SHARE * statistics.median(r["work_c"] for r in rows)
-    return {key: max(0.0, _tmean(d) - max(2 * sigma[key] / math.sqrt(n), bias[key])) for key, d in diffs.items()}
+    out = {key: max(0.0, _tmean(d) - max(2 * sigma[key] / math.sqrt(n), bias[key])) for key, d in diffs.items()}
+    if kind == "empty":  # the empty spans (held_span_overhead): only the drain before them is the candidate's
+        out.update(stretch=0.0, outside=0.0, cpu=0.0)
+    return out
 
 
 EMPTY_HOLD_S = 1e-3  # an empty span's hold: outlasts the worker's request and its GO wait (hold_plan adds 0.5 ms)
