@@ -498,10 +498,8 @@ class _Session:
         not trusted; its request is parent-timed instead)."""
         is_ref = worker is self.ref
         t0 = time.perf_counter()
-        hq, _ = self._req(worker, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
-                                   "busy_s": self.cfg.quiesce_busy_us * 1e-6, "spin_s": spin_s,
-                                   "poll_s": self.cfg.quiesce_poll_us * 1e-6},
-                          timeout=self._left(self.cfg.quiesce_limit_s + 60), harness=is_ref, hold=False)
+        hq, _ = self._req(worker, self._quiesce_header(spin_s), timeout=self._left(self.cfg.quiesce_limit_s + 60),
+                          harness=is_ref, hold=False)
         dt = time.perf_counter() - t0
         drained = 0.0
         if is_ref:
@@ -510,6 +508,11 @@ class _Session:
             except (TypeError, ValueError):
                 drained = 0.0
         return dt, drained
+
+    def _quiesce_header(self, spin_s: float) -> dict:
+        """A ``quiesce`` request (worker.cmd_quiesce), the same for the workers and the holder."""
+        return {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s, "busy_s": self.cfg.quiesce_busy_us * 1e-6,
+                "spin_s": spin_s, "poll_s": self.cfg.quiesce_poll_us * 1e-6}
 
     def drain_for_ref(self) -> None:
         """CUDA, before a reference's harness phase (stage, digest): the candidate's leftover GPU work (queued
@@ -612,10 +615,8 @@ class _Session:
         elif (self.cfg.drain_gap_match and not self.froze_since_phase and cand is not None and cand.stopped
               and cand.alive()):
             cand.freeze()  # EvalConfig.drain_gap_match: the same listing (and host gap) as after a candidate's phase
-        hq, _ = self._req(self.holder, {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s,
-                                        "busy_s": self.cfg.quiesce_busy_us * 1e-6, "spin_s": 0.0,
-                                        "poll_s": self.cfg.quiesce_poll_us * 1e-6},
-                          timeout=self._left(self.cfg.quiesce_limit_s + 60), harness=True, hold=False)
+        hq, _ = self._req(self.holder, self._quiesce_header(0.0), timeout=self._left(self.cfg.quiesce_limit_s + 60),
+                          harness=True, hold=False)
         waited = _reply_seconds(hq, "waited_s", 0.0)
         # timing.rounds_raw["drains"] (keep_rounds): before whose phase of which kind, after whose last phase, the
         # wait, the holder's first probe and its number of probes (us): where the drain check's charges come from
@@ -1072,7 +1073,8 @@ def _capture_candidate(s: _Session, cal: _Calibration) -> None:
         return
     s.replay["ref"] = False
     cal.ref_dev_baseline = cal.ref_dev_baseline_eager
-    cal.k = int(s.graphs.pop("k_eager", cal.k))  # eager spans: the k the launch queue allows (graph_span_ms)
+    cal.k = min(cal.k, cal.k_held_cap)  # eager spans: the k the launch queue allows (graph_span_ms raised it)
+    s.graphs.pop("k_eager", None)
     s.queue["go"]["ref"].clear()
     s.queue["stage"]["ref"].clear()
     s.graphs.update(used=False, why=f"candidate: {str(h.get('why', 'not captured'))[:300]}")
