@@ -528,7 +528,7 @@ def test_drain_gap_match_refreezes_the_frozen_candidate_before_drains_that_had_n
         ref = object()
         fake = types.SimpleNamespace(
             cand=cand, ref=ref, holder=object(), froze_since_phase=froze_since_phase, drain_log=[], last_phase="ref:go",
-            cfg=EvalConfig(drain_gap_match=gap_match), _left=lambda s: s,
+            cfg=EvalConfig(drain_gap_match=gap_match), _left=lambda s: s, _quiesce_header=lambda spin_s: {},
             _req=lambda *a, **k: ({"waited_s": 1e-4, "first_s": 9e-5, "probes": 1}, []))
         waited, after = _Session.holder_drain(fake, ref if side == "ref" else cand, "go")
         assert (waited, after) == (1e-4, "ref:go") and len(fake.drain_log) == 1
