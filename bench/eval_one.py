@@ -78,7 +78,8 @@ def main() -> None:
                           "graphs": timing.get("graphs"), "flags": r.flags, "error": r.error,
                           "timing": timing}, default=str)[:6000], flush=True)
         if a.drains:
-            print(json.dumps({"repeat": rep, "drains": drain_summary((r.timing or {}).get("rounds_raw") or {})}),
+            raw = (r.timing or {}).get("rounds_raw") or {}
+            print(json.dumps({"repeat": rep, "drains": drain_summary(raw), "holds_us": raw.get("holds")}),
                   flush=True)
 
 

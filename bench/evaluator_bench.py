@@ -128,7 +128,7 @@ def one(task: Task, source: str, cfg: EvalConfig) -> dict:
             "median_ratio": t.get("median_ratio"), "correctness_split_s": t.get("correctness_split_s"),
             "host_probe": t.get("host_probe"), "warmup_blocks": t.get("warmup_blocks"),
             "clock": t.get("clock", "host"), "graphs": t.get("graphs"), "held_off": t.get("held_off"),
-            "span_overhead_ms": t.get("span_overhead_ms"),
+            "span_overhead_ms": t.get("span_overhead_ms"), "settle_from_rounds": t.get("settle_from_rounds"),
             "held": {key: t.get(key) for key in ("hold_ms", "held_work_ms_ref", "held_work_ms_cand", "outside_ms_ref",
                                                  "outside_ms_cand", "host_cpu_ms_ref", "host_cpu_ms_cand",
                                                  "stretch_charge_ms", "outside_charge_ms", "host_charge_ms",

@@ -73,8 +73,9 @@ def test_eval_one_drain_summary_groups_the_holders_waits_by_transition():
 
 
 def test_spare_pool_starts_replacements_on_as_many_threads_as_configured():
-    """EvalConfig.spare_starters (experimental): a held evaluation takes three spares; with 3 starter threads their
+    """EvalConfig.spare_starters: a held evaluation takes three spares; with 3 starter threads (the default) their
     replacements start side by side (2 left one of three queued behind the others). Paused, so no worker starts."""
+    from kernelrl.config.stages import EvalConfig
     from kernelrl.evaluation.spares import Spares
 
     for starters in (2, 3):
@@ -87,3 +88,4 @@ def test_spare_pool_starts_replacements_on_as_many_threads_as_configured():
             assert len(pool._threads) == starters and pool._todo.qsize() >= 3 - starters
         finally:
             pool.close_all()
+    assert EvalConfig().spare_starters == 3

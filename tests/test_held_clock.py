@@ -18,7 +18,7 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import evaluate
 from kernelrl.evaluation.held import (CHAIN_MAX, CHAIN_MIN, HARNESS_CPU_BIAS, HARNESS_DRAIN_SHARE, SEM_DONE, HeldBook,
                                       SPAN_BIAS_SHARE, Phase, Semaphores, charges, held_info, hold_plan, pair_times,
-                                      reap_stale_pages)
+                                      reap_stale_pages, settle_more)
 
 NOMINAL = 6e-3  # the hold both sides of a pair get
 
@@ -539,3 +539,25 @@ def test_drain_gap_match_refreezes_the_frozen_candidate_before_drains_that_had_n
     assert drain(True, True) == 0  # a freeze already ran since the last phase: not twice
     assert drain(False, False, cand_awake=True, side="cand") == 1  # after its own phase it is frozen either way
     assert EvalConfig().drain_gap_match is False
+
+
+def test_a_charge_from_two_disturbed_blocks_settles_with_more_rounds_and_a_repeating_cheat_stays_charged():
+    """EvalConfig.settle_charges (on): at the stopping point a charge holds the stop back to 2 x min_rounds. Holds
+    stretched in 2 spans of 16 (a passing disturbance of the GPU; H100, eighth session: one LayerNorm evaluation
+    charged 6%) charge at 16 pairs and fall into the trimmed tenth at 32; stretching every third span stays charged
+    at 32 and stops there."""
+    def book_of(n, stretched):
+        book = HeldBook()
+        for i in range(n):
+            pair_times("go", _ref(i), _cand(i, hold=NOMINAL + (0.5e-3 if stretched(i) else 0.0)), book)
+        book.commit()
+        return book
+
+    passing = lambda i: i in (5, 11)  # noqa: E731
+    assert charges(book_of(16, passing), "go")["stretch"] > 0 and settle_more(book_of(16, passing), 16, 16)
+    assert charges(book_of(32, passing), "go")["stretch"] == 0.0 and not settle_more(book_of(32, passing), 32, 16)
+    cheat = lambda i: i % 3 == 0  # noqa: E731
+    assert settle_more(book_of(16, cheat), 16, 16) and not settle_more(book_of(32, cheat), 32, 16)
+    assert charges(book_of(32, cheat), "go")["stretch"] > 0.1e-3
+    assert not settle_more(book_of(16, lambda i: False), 16, 16)
+    assert EvalConfig().settle_charges is True

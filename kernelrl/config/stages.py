@@ -220,11 +220,17 @@ class EvalConfig:
         "every other back-to-back evaluation found none ready. -1: 2 on CUDA, 0 on CPU (where a background start "
         "would compete with the timing for the cores); 0: start workers when needed.")
     spare_starters: int = knob(
-        2, help="Experimental (not yet measured on a GPU): threads that start spare workers side by side (the most "
-        "any evaluation of this process asked for). A held evaluation takes three spares (reference, candidate, "
-        "holder) and two threads replace them at ~5 s each, paused while timing: on the H100 (eighth session) 35% "
-        "of warm evaluations found none ready and paid 4-7 s of start-up (433 evaluations per GPU-hour; ~520 with "
-        "every start warm). 3 starts the three replacements at once.")
+        3, help="Threads that start spare workers side by side (the most any evaluation of this process asked "
+        "for). A held evaluation takes three spares (reference, candidate, holder): with 2 threads, paused while "
+        "timing, their replacements (~5 s each) fell behind and on the H100 (eighth session) 35% of warm evaluations "
+        "found no holder ready and paid 4-7 s of start-up (433 evaluations per GPU-hour). 3 starts the three "
+        "replacements at once.")
+    settle_charges: bool = knob(
+        True, help="clock='held': when the interval would stop the rounds while a check charges the candidate "
+        "(held.charges), time on to twice min_rounds (within budget_s) first. A charge from a passing disturbance "
+        "of the GPU in a few blocks (H100, eighth session: one LayerNorm evaluation in 120 charged 6% for holds "
+        "~69 us longer in two slow blocks) is then trimmed by the checks' trimmed mean; a cheat that repeats is "
+        "charged as before. Costs wall time only on evaluations that are charged.")
     drain_gap_match: bool = knob(
         False, help="clock='held', experimental (not yet measured on a GPU): before every holder drain that follows "
         "a reference's phase, the parent re-lists and re-stops the (already frozen) candidate, as it does after a "

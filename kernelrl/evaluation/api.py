@@ -44,8 +44,9 @@ from kernelrl.config.devices import resolve_device
 from kernelrl.config.stages import EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.evaluation import flags as F
-from kernelrl.evaluation.held import (EMPTY_HOLD_S, HeldBook, Phase, Semaphores, charges, held_info, held_span_overhead,
-                                      SPAN_BIAS_SHARE, hold_plan, pair_times)
+from kernelrl.evaluation.held import (EMPTY_HOLD_S, HeldBook, Phase, Semaphores, SPAN_BIAS_SHARE, charges,
+                                      held_info, held_span_overhead, hold_plan, pair_times,
+                                      settle_more)
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, keep_off_cores,
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
@@ -1268,6 +1269,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     block_of: list[int] = []
     audits, audit_block = 0, 1 + s.rng.randrange(max(1, cfg.min_rounds // B))
     st, stop, blocks, t_start = None, "budget", 0, time.monotonic()
+    settled_from = 0  # EvalConfig.settle_charges: the rounds counted when a charge first held the stop back
     # Warm-up (warmup_blocks_max): uncounted blocks until both sides' spans stop moving between blocks.
     warming, prev_spans, warmup_blocks = True, None, 0
     both = (s.ref, s.cand)
@@ -1456,6 +1458,10 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         if cfg.target_ci > 0 and elapsed >= cfg.min_timing_s:
             st = stats_of(go, harness, k, block_of)
             if st.rel_halfwidth <= cfg.target_ci:
+                # EvalConfig.settle_charges: a charge at the stopping point times on to 2 x min_rounds first
+                if held and cfg.settle_charges and settle_more(s.book, m, cfg.min_rounds):
+                    settled_from = settled_from or m
+                    continue
                 stop = "interval"
                 break
     st = stats_of(go, harness, k, block_of)
@@ -1468,6 +1474,8 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                   "harness_cpu_cand": [round(x, 7) for x in harness_cpu["cand"]]}
         if held:  # [kind, before whose phase, after which phase, waited, first probe (us), probes] (holder_drain)
             st_raw["drains"] = s.drain_log
+            # each counted pair of spans' holds, [reference's, candidate's] (us): where a stretch charge came from
+            st_raw["holds"] = [[round(r["hold_r"] * 1e6, 1), round(r["hold_c"] * 1e6, 1)] for r in s.book.pairs["go"]]
     info = {"stop": stop, "timing_s": round(time.monotonic() - t_start, 3), "audits": audits, "blocks": blocks,
             "warmup_blocks": warmup_blocks,
             "spans_per_block": B,
@@ -1480,6 +1488,8 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             **bucket_stats(ratios, cfg.buckets).to_dict()}
     if held:
         info.update(held_info(s.book, k))
+        if settled_from:
+            info["settle_from_rounds"] = settled_from
         if empties["ref"] and empties["cand"]:
             info.update(empty_span_ms_ref=round(statistics.median(empties["ref"]) * 1e3, 4),
                         empty_span_ms_cand=round(statistics.median(empties["cand"]) * 1e3, 4),

@@ -313,6 +313,13 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
     return out
 
 
+def settle_more(book: HeldBook, rounds: int, min_rounds: int) -> bool:
+    """EvalConfig.settle_charges: whether the rounds go on although the interval is tight: a check charges the
+    counted pairs (any kind) and fewer than 2 x min_rounds pairs are counted. A disturbance confined to a few
+    blocks falls into the checks' trimmed tenth as the count grows (``_tmean``); a cheat that repeats does not."""
+    return rounds < 2 * min_rounds and any(v > 0 for kind in book.pairs for v in charges(book, kind).values())
+
+
 EMPTY_HOLD_S = 1e-3  # an empty span's hold: outlasts the worker's request and its GO wait (hold_plan adds 0.5 ms)
 
 

@@ -22,7 +22,7 @@ import threading
 from kernelrl.evaluation.sandbox import WorkerProcess
 
 
-STARTERS = 2  # threads that start spares side by side (EvalConfig.spare_starters can raise it)
+STARTERS = 1  # threads that start spares side by side, at first: evaluations raise it (EvalConfig.spare_starters)
 
 
 class Spares:
@@ -66,8 +66,8 @@ class Spares:
             while need > 0 and len(self._threads) < self.starters:
                 # Long-lived starter threads: a worker's parent-death signal (PR_SET_PDEATHSIG) fires when the
                 # *thread* that started it ends, so spares started from short-lived threads would die at once.
-                # Two of them, so the two roles' replacements start side by side (one after the other they took
-                # ~8 s, longer than an evaluation: every other evaluation found none ready and paid 5 s).
+                # Three of them, so the three roles' replacements start side by side (one after the other they
+                # took longer than an evaluation: evaluations found none ready and paid ~5 s).
                 t = threading.Thread(target=self._loop, name=f"kernelrl-spares-{len(self._threads)}", daemon=True)
                 self._threads.append(t)
                 t.start()
