@@ -3,7 +3,8 @@
 # $OUT. Usage on the device machine (see bench/results/*/README.md for the exact calls):
 #   PARTS="prebuild floor variants redteam bench" BENCH_ARGS="--only 0:6 --repeats 3" bash bench/gpu_session.sh
 # Parts: prebuild (nvcc builds of the seeds and the red team's extension, in the background on cores 0-7, packed
-# to $OUT/ccache.tgz for the next call to carry as .ccache/ccache.tgz), floor (bench/gpu_noise_floor.py: a plain
+# to $OUT/ccache.tgz as soon as they are done (whole build folders: torch's JIT reruns ninja in a new process), for
+# the next call to carry as .ccache/ccache.tgz), floor (bench/gpu_noise_floor.py: a plain
 # in-process paired timer, the yardstick), variants (bench/timing_variants.py with $VARIANT_ARGS), redteam (the
 # CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS), modes (bench/timer_modes.py with
 # $MODES_ARGS: wall clock, blocked GPU clock and CUDA graphs side by side), held (bench/held_clock_check.py with
@@ -32,7 +33,9 @@ from pathlib import Path
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.precompile import precompile
 print('redteam illegal_address build:', precompile(Path('tests/redteam/cuda/illegal_address.py').read_text(), EvalConfig(device='cuda'), 'cuda'))" &
-    wait ) > "$OUT/prebuild.log" 2>&1 &
+    wait
+    # packed at once (not at the end of the call): a call cut by its timeout still returns the builds
+    [ -d "$CACHE" ] && tar -C "$CACHE" -czf "$OUT/ccache.tgz" . && ls -la "$OUT/ccache.tgz" ) > "$OUT/prebuild.log" 2>&1 &
   PREBUILD_PID=$!
 fi
 if [ -n "${SMI_MS:-}" ]; then  # the GPU's clocks, power and load every SMI_MS ms, beside everything below
@@ -85,8 +88,4 @@ for part in ${PARTS:-redteam bench}; do
   echo "part $part: $((SECONDS - t0)) s" | tee -a "$OUT/env.txt"
 done
 [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; }
-if [[ " ${PARTS:-} " == *" prebuild "* ]] && [ -d "$CACHE" ]; then
-  # Whole build folders: torch's JIT runs ninja again in a new process, which rebuilds without build.ninja/.o
-  tar -C "$CACHE" -czf "$OUT/ccache.tgz" . && ls -la "$OUT/ccache.tgz"
-fi
 [ -n "${SMI_PID:-}" ] && kill "$SMI_PID"

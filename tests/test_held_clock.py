@@ -561,3 +561,29 @@ def test_a_charge_from_two_disturbed_blocks_settles_with_more_rounds_and_a_repea
     assert charges(book_of(32, cheat), "go")["stretch"] > 0.1e-3
     assert not settle_more(book_of(16, lambda i: False), 16, 16)
     assert EvalConfig().settle_charges is True
+
+
+def test_blocking_sync_is_asked_by_the_environment_and_a_host_without_a_driver_keeps_the_default(monkeypatch):
+    """EvalConfig.blocking_sync (on): the parent asks it of the reference's and candidate's workers through
+    KERNELRL_BLOCKING_SYNC (never of the holder); the worker sets its primary context's schedule once, before the
+    context exists, and reports what it got. Spares warmed with and without it are never handed to each other.
+    The CUDA side (a model's own .item() not charged as host work) is tests/redteam/cuda/honest_host_sync.py."""
+    import ctypes
+
+    from kernelrl.evaluation import worker
+    from kernelrl.evaluation.spares import Spares
+
+    assert EvalConfig().blocking_sync is True
+    monkeypatch.setattr(worker, "STATE", {})
+    monkeypatch.delenv("KERNELRL_BLOCKING_SYNC", raising=False)
+    worker._schedule_blocking_sync()
+    assert "sched" not in worker.STATE  # not asked: nothing done
+    monkeypatch.setenv("KERNELRL_BLOCKING_SYNC", "1")
+    def no_driver(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+    worker._schedule_blocking_sync()
+    assert worker.STATE["sched"] == "default (OSError)"
+    kw = {"device": "cuda"}
+    assert Spares._key("cand", {**kw, "blocking_sync": True}) != Spares._key("cand", {**kw, "blocking_sync": False})

@@ -225,6 +225,12 @@ class EvalConfig:
         "timing, their replacements (~5 s each) fell behind and on the H100 (eighth session) 35% of warm evaluations "
         "found no holder ready and paid 4-7 s of start-up (433 evaluations per GPU-hour). 3 starts the three "
         "replacements at once.")
+    blocking_sync: bool = knob(
+        True, help="CUDA: the reference's and the candidate's device contexts sleep in a synchronisation "
+        "(CU_CTX_SCHED_BLOCKING_SYNC) instead of spinning. A model that syncs inside forward (.item(), .tolist()) "
+        "waits out the held clock's hold in that sync, and a spinning wait is CPU time the host check charges "
+        "like host work hidden behind the hold: the MoE seed (one .tolist() a call) scored 0.005-0.008 (30 ms a "
+        "call of charge; H100, ninth session). Both sides alike; the holder keeps the default schedule.")
     settle_charges: bool = knob(
         True, help="clock='held': when the interval would stop the rounds while a check charges the candidate "
         "(held.charges), time on to twice min_rounds (within budget_s) first. A charge from a passing disturbance "

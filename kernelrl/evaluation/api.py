@@ -360,7 +360,8 @@ class _Session:
         # cores, or anywhere when there are none, and move to the timing cores once loaded: two imports of torch
         # pinned to one core took twice as long.
         common = dict(device=self.device, mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
-                      drop_privileges=self.cfg.drop_privileges, cpus=(spare_cores() if self.cpus else None))
+                      drop_privileges=self.cfg.drop_privileges, cpus=(spare_cores() if self.cpus else None),
+                      blocking_sync=self.cfg.blocking_sync)
         n_spares = self.cfg.spare_workers if self.cfg.spare_workers >= 0 else 2 * self.device.startswith("cuda")
         SPARES.per_key = max(SPARES.per_key, n_spares)
         SPARES.starters = max(SPARES.starters, self.cfg.spare_starters)
@@ -375,6 +376,7 @@ class _Session:
                 w = WorkerProcess(role, cache_dir=cache, module_source=source, **common)
             setattr(self, role, w)
         if _held_clock(self):
+            common["blocking_sync"] = False  # the holder's probes and reads keep the default (spinning) schedule
             w = SPARES.take("holder", common) if use_spares else None
             self.holder = w if w is not None else WorkerProcess("holder", cache_dir=None, **common)
             self.sems = Semaphores(self.cand.uid)
@@ -915,7 +917,7 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
     s.mark("calibrate")
     h = s.start_cand()
     s.mark("build")
-    result.sandbox.update(network_isolated=s.cand.network_isolated, uid=s.cand.uid)
+    result.sandbox.update(network_isolated=s.cand.network_isolated, uid=s.cand.uid, sync_schedule=h.get("sched"))
     if h.get("ext_failures"):
         result.flag("extension-build-failed")
         result.compile_error = "; ".join(h["ext_failures"])[:2000]

@@ -307,12 +307,13 @@ class WorkerProcess:
 
     def __init__(self, role: str, *, device: str, cache_dir: Path | None, mem_limit_mb: int | None, threads: int = 1,
                  isolate_net: bool = True, drop_privileges: bool = True, module_source: str | None = None,
-                 cpus: set[int] | None = None):
+                 cpus: set[int] | None = None, blocking_sync: bool = False):
         """``cache_dir`` is this worker's own compile cache (keyed by its source hash by the caller), so a
         candidate can write only where its own builds live; ``module_source`` is written to ``self.module_path``
         inside the worker's private dir; ``cpus``: the CPU cores it may run on (the evaluator pins both workers of
         an evaluation to the same core: they never run at once, and launch-bound kernels are timed on the same
-        core's speed)."""
+        core's speed); ``blocking_sync``: on CUDA, its device context sleeps in a synchronisation instead of
+        spinning (EvalConfig.blocking_sync; worker._schedule_blocking_sync)."""
         self.role = role
         self.tmp = scratch_dir(role)
         self.module_path = self.tmp / ("task_reference.py" if role == "ref" else "candidate.py")
@@ -331,6 +332,8 @@ class WorkerProcess:
         self.log_path = self.tmp / "worker.log"
         log = open(self.log_path, "wb")
         env = scrubbed_env(self.tmp, cache_dir, threads)
+        if blocking_sync and device.startswith("cuda"):
+            env["KERNELRL_BLOCKING_SYNC"] = "1"
         if device.startswith("cuda"):
             mem_limit_mb = None  # CUDA reserves huge virtual ranges: RLIMIT_AS would break it
         # Spawned and registered under the registry lock: another thread's kill_orphans must never see this

@@ -44,7 +44,7 @@ class Spares:
     def _key(role: str, kw: dict) -> tuple:
         cpus = kw.get("cpus")
         return (role, kw["device"], kw.get("threads", 1), kw.get("mem_limit_mb"), kw.get("drop_privileges", True),
-                tuple(sorted(cpus)) if cpus else None)
+                tuple(sorted(cpus)) if cpus else None, kw.get("blocking_sync", False))
 
     def take(self, role: str, kw: dict) -> WorkerProcess | None:
         """A ready spare for these settings (or None), and a replacement starting in the background."""

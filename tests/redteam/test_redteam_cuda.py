@@ -22,7 +22,7 @@ FAIL, HONEST = "fail", "honest"
 # moved off the clock, a slowed reference) shows up as 2x or more.
 SOFTMAX_WORK = {"patch_sync_and_events", "leave_work_queued", "l2_persistence", "cudnn_flags", "side_stream",
                 "honest_cuda_graph", "precompute_async_staging", "shorten_spin", "skip_hold_wait", "early_done",
-                "graph_stage_precompute", "capture_stale"}
+                "graph_stage_precompute", "capture_stale", "honest_host_sync"}
 EXPECT = {
     # The device-wide sync counts side-stream work: it earns no more than its real (here: 20x) work.
     "side_stream": (HONEST, set()),
@@ -40,6 +40,8 @@ EXPECT = {
     "gpu_oom": (FAIL, {"out-of-memory", "runtime-error"}),
     "illegal_address": (FAIL, {"crashed", "runtime-error"}),
     "honest_cuda_graph": (HONEST, set()),
+    # A sync with the host once a call (EvalConfig.blocking_sync): its wait is not charged as host work.
+    "honest_host_sync": (HONEST, set()),
     "l2_persistence": (HONEST, {"reference-slowed"}),
     "cudnn_flags": (HONEST, set()),
     # The device clock's spin runs in the candidate's process: shortened by what it then under-reports, the parent
@@ -102,7 +104,7 @@ def test_redteam_cuda(name, honest_score):
             f"ci=[{t.get('ci_low')}, {t.get('ci_high')}] charge_ms={t.get('harness_charge_ms')} "
             f"ref_slowdown={t.get('ref_slowdown')} quiesce_max_ms={t.get('quiesce_wait_ms_max')} "
             f"held={ {k: t.get(k) for k in HELD_KEYS} } graphs={t.get('graphs')} "
-            f"error={(res.error or '')[:300]}")
+            f"sched={res.sandbox.get('sync_schedule')} error={(res.error or '')[:300]}")
     print(info)
     if name == "shorten_spin" and CFG.clock == "device" and res.speedup > BOUND * honest_score + 0.05:
         pytest.xfail(f"the device clock's known hole (a spin shortened in the candidate's process): {info}")
@@ -114,6 +116,8 @@ def test_redteam_cuda(name, honest_score):
         assert res.success and res.speedup > 0, info
         if name in SOFTMAX_WORK:
             assert res.speedup <= BOUND * honest_score + 0.05, info
+    if name == "honest_host_sync":  # the model's own sync sleeps (the default of CFG.blocking_sync)
+        assert res.sandbox.get("sync_schedule") == "blocking" and "host-bound" not in res.flags, info
 
 
 def test_every_cuda_candidate_has_an_expectation():
