@@ -5,7 +5,7 @@
 # Parts: prebuild (nvcc builds of the seeds and the red team's extension, in the background on cores 0-7, packed
 # to $OUT/ccache.tgz as soon as they are done (whole build folders: torch's JIT reruns ninja in a new process), for
 # the next call to carry as .ccache/ccache.tgz), floor (bench/gpu_noise_floor.py: a plain
-# in-process paired timer, the yardstick), variants (bench/timing_variants.py with $VARIANT_ARGS), redteam (the
+# in-process paired timer, the yardstick; $FLOOR_PAIRS: other REF CAND pairs), variants (bench/timing_variants.py with $VARIANT_ARGS), redteam (the
 # CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS), modes (bench/timer_modes.py with
 # $MODES_ARGS: wall clock, blocked GPU clock and CUDA graphs side by side), held (bench/held_clock_check.py with
 # $HELD_ARGS: one pair a few times per clock, with the held clock's keys), placement (bench/placement_probe.py with
@@ -50,9 +50,9 @@ for part in ${PARTS:-redteam bench}; do
     floor)
       T=kernelrl/tasks/builtin; S=$T/seeds
       timeout "${FLOOR_TIMEOUT:-120}" python3 bench/gpu_noise_floor.py --evals 5 --budget-s 2 \
-        $T/level1/02_Softmax.py $S/level1/02_Softmax/triton_online.py \
-        $T/level1/03_LayerNorm.py $S/level1/03_LayerNorm/triton_layernorm.py \
-        $T/level3/06_TransformerBlock.py $S/level3/06_TransformerBlock/fused_primitives.py 2>&1 | tee "$OUT/floor.log" ;;
+        ${FLOOR_PAIRS:-$T/level1/02_Softmax.py $S/level1/02_Softmax/triton_online.py
+        $T/level1/03_LayerNorm.py $S/level1/03_LayerNorm/triton_layernorm.py
+        $T/level3/06_TransformerBlock.py $S/level3/06_TransformerBlock/fused_primitives.py} 2>&1 | tee "$OUT/floor.log" ;;
     variants)
       timeout "${VARIANTS_TIMEOUT:-300}" python3 bench/timing_variants.py --out-dir "$OUT/variants" \
         ${VARIANT_ARGS:-} 2>&1 | tee "$OUT/variants.log" ;;
