@@ -24,4 +24,8 @@ __version__ = "0.1.0"
 # phase with the same transition after the reference's (held._drain_diffs; the empty spans' drains booked too),
 # graph spans size k by the reference's GPU time (EvalConfig.graph_span_ms), the span overhead may take up to
 # SPAN_OVERHEAD_CAP of a span (was half), and quiesce probes run back to back (EvalConfig.quiesce_poll_us).
-EVALUATOR_VERSION = "kernelrl-eval-10"
+# Version 11: the workers' CUDA contexts sleep in a synchronisation (EvalConfig.blocking_sync: a model that syncs
+# inside forward is no longer charged its spin through the hold as host work; such CUDA scores rise, e.g. the MoE
+# seed 0.007 -> 0.11), and a held-clock charge at the stopping point times on to 2 x min_rounds first
+# (EvalConfig.settle_charges). Scores of models without a sync are as in version 10.
+EVALUATOR_VERSION = "kernelrl-eval-11"
