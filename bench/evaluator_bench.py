@@ -198,7 +198,8 @@ def summarize(out_dir: Path) -> dict:
         "honest_capped_share": round(sum(m["capped"] for _, m in ms) / n_reps, 3) if n_reps else None,
         "median_eval_wall_s": round(statistics.median(warm12), 2) if warm12 else None,
         "max_eval_wall_s": round(max(x["wall_s"] for r in rows for x in r.get("repeats") or []), 2) if n_reps else None,
-        "max_long_run_wall_s": round(max((r["long"].get("wall_s") or 0.0 for r in rows if r.get("long")), default=0.0), 2),
+        "max_long_run_wall_s": round(max((r["long"].get("wall_s") or 0.0 for r in rows if r.get("long")),
+                                         default=0.0), 2),
         "evals_per_gpu_hour": round(3600 / statistics.mean(x["wall_s"] for x in warm)) if warm else None,
     }
     meta = json.loads((out_dir / "meta.json").read_text()) if (out_dir / "meta.json").exists() else {}

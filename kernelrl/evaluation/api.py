@@ -369,11 +369,17 @@ class _Session:
         for role, source, cache in (("cand", self.cand_source, self.cand_cache), ("ref", self.task_source,
                                                                                   self.ref_cache)):
             w = SPARES.take(role, common) if use_spares else None
-            if w is not None:
-                w.assign(source, cache)
-                self.spares_used += 1
-            else:
-                w = WorkerProcess(role, cache_dir=cache, module_source=source, **common)
+            wait = self._left(self.cfg.compile_timeout_s)  # for the source's compile cache (sandbox.lock_cache)
+            try:
+                if w is not None:
+                    w.assign(source, cache, wait)
+                    self.spares_used += 1
+                else:
+                    w = WorkerProcess(role, cache_dir=cache, module_source=source, lock_timeout=wait, **common)
+            except TimeoutError as e:
+                if w is not None:
+                    w.close()
+                raise CandidateFailed("timeout", str(e), executable=False) from None
             setattr(self, role, w)
         if _held_clock(self):
             common["blocking_sync"] = False  # the holder's probes and reads keep the default (spinning) schedule
@@ -854,8 +860,6 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     s.before = before  # our children that existed before this evaluation started: never its orphans
     try:
         _protocol(s, result, baseline or {})
-        if result.success and needs_reverify(result.speedup, reverify=cfg.reverify, above=cfg.reverify_above):
-            _reverify(task_source, candidate_source, cfg, device, result)
     except CandidateFailed as e:
         result.flag(e.flag)
         # Executable = built, ran and finished; wrong answers are executable but not correct.
@@ -889,6 +893,10 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
         shutil.rmtree(s.dir, ignore_errors=True)
     if set(result.flags) & F.FATAL:
         result.speedup = 0.0
+    # After this evaluation's workers are closed: the re-measurement's candidate worker takes the same source's
+    # compile cache, which the first one held until then (sandbox.lock_cache).
+    if result.success and needs_reverify(result.speedup, reverify=cfg.reverify, above=cfg.reverify_above):
+        _reverify(task_source, candidate_source, cfg, device, result)
     result.wall_s = round(time.monotonic() - t_start, 3)
     return result
 

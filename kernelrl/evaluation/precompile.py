@@ -47,9 +47,12 @@ def precompile(source: str, cfg: EvalConfig, device: str | None = None) -> dict[
     uid, scrubbed env, its per-source compile cache), which runs its module-level load_inline builds;
     ModelNew is not constructed. Returns {"ok": bool, "uid": ..., "error"?: ...}."""
     device = device or cfg.device
-    w = WorkerProcess("cand", device=device, cache_dir=candidate_cache_dir(source, cfg),
-                      mem_limit_mb=cfg.memory_limit_mb, threads=1, drop_privileges=cfg.drop_privileges,
-                      module_source=source)
+    try:  # the source's cache is held for this worker alone (sandbox.lock_cache): an evaluation of it may hold it
+        w = WorkerProcess("cand", device=device, cache_dir=candidate_cache_dir(source, cfg),
+                          mem_limit_mb=cfg.memory_limit_mb, threads=1, drop_privileges=cfg.drop_privileges,
+                          module_source=source, lock_timeout=cfg.compile_timeout_s)
+    except TimeoutError as e:
+        return {"ok": False, "uid": None, "error": str(e)[:300]}
     try:
         # init_inputs=None: the module is imported (its builds run), then constructing ModelNew fails at once.
         h, _ = w.request({"cmd": "load", "role": "cand", "path": str(w.module_path), "device": "cpu", "seed": 0,

@@ -15,6 +15,7 @@ evaluation. Each runs ``python -m kernelrl.evaluation.worker`` in a private temp
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import random
 import re
@@ -302,18 +303,55 @@ def _trial_unprivileged(plan) -> bool:
         shutil.rmtree(d, ignore_errors=True)
 
 
+CACHE_LOCK_WAIT_S = 600.0  # how long a candidate worker waits for its source's compile cache (compile_timeout_s)
+
+
+def lock_cache(cache_dir: Path, timeout: float) -> int:
+    """Take a candidate source's compile cache for one worker: an exclusive flock on a file beside it (in the
+    evaluator's own directory, not in the cache the candidate's uid is given), waited for up to ``timeout`` s; the
+    returned fd holds it until closed (a dead parent's lock goes with it). Then any build lock of torch's JIT left
+    in the cache is stale (every build there runs under this lock) and is removed.
+
+    Why: two workers of one source at once (the service's pre-build of a queued job beside an evaluation of the
+    same source, duplicate candidates of a GRPO group on two GPUs) broke each other: as root each worker is given
+    the cache under its own fresh uid (``assign`` chowns it), so the other's build failed on permissions, and a
+    build killed mid-way left torch's ``lock`` file, on which every later load of that source waited until its
+    timeout (H100, ninth session: a prebuild failed and an evaluation waited 60 s)."""
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(cache_dir.parent / f".{cache_dir.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise TimeoutError(f"the compile cache of this source is in use by another worker (waited "
+                                   f"{timeout:.0f} s): {cache_dir}") from None
+            time.sleep(0.05)
+    for stale in (cache_dir / "torch_extensions").glob("**/lock"):
+        try:
+            stale.unlink()
+        except OSError:
+            pass
+    return fd
+
+
 class WorkerProcess:
     """One sandboxed worker and its channel."""
 
     def __init__(self, role: str, *, device: str, cache_dir: Path | None, mem_limit_mb: int | None, threads: int = 1,
                  isolate_net: bool = True, drop_privileges: bool = True, module_source: str | None = None,
-                 cpus: set[int] | None = None, blocking_sync: bool = False):
+                 cpus: set[int] | None = None, blocking_sync: bool = False,
+                 lock_timeout: float = CACHE_LOCK_WAIT_S):
         """``cache_dir`` is this worker's own compile cache (keyed by its source hash by the caller), so a
         candidate can write only where its own builds live; ``module_source`` is written to ``self.module_path``
         inside the worker's private dir; ``cpus``: the CPU cores it may run on (the evaluator pins both workers of
         an evaluation to the same core: they never run at once, and launch-bound kernels are timed on the same
         core's speed); ``blocking_sync``: on CUDA, its device context sleeps in a synchronisation instead of
-        spinning (EvalConfig.blocking_sync; worker._schedule_blocking_sync)."""
+        spinning (EvalConfig.blocking_sync; worker._schedule_blocking_sync); ``lock_timeout``: how long a candidate
+        worker waits for its source's compile cache (``lock_cache``)."""
         self.role = role
         self.tmp = scratch_dir(role)
         self.module_path = self.tmp / ("task_reference.py" if role == "ref" else "candidate.py")
@@ -321,7 +359,12 @@ class WorkerProcess:
         self.uid = uid
         cache_dir = cache_dir or self.tmp / "cache"  # a spare's own, until it is given one (assign)
         self.cache_dir = cache_dir
-        self.assign(module_source, cache_dir)
+        self._cache_lock: int | None = None
+        try:
+            self.assign(module_source, cache_dir, lock_timeout)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
         if role == "cand" and uid is None:
             hide_own_environ()  # the candidate shares our uid: keep it out of our /proc/<pid>/environ
         plan = _mount_plan() if uid is not None else None
@@ -357,10 +400,15 @@ class WorkerProcess:
         self.thawed_pids: set[int] = set()  # the processes thawed last (cpu_seconds)
         self.network_isolated = isolate_net and _netns_differs(self.proc.pid)
 
-    def assign(self, module_source: str | None, cache_dir: Path) -> None:
+    def assign(self, module_source: str | None, cache_dir: Path, lock_timeout: float = CACHE_LOCK_WAIT_S) -> None:
         """Give the worker its module file and compile cache (owned by its uid when it has one). Done at start,
         or later for a spare worker started ahead of time: the cache directories then reach it with ``load``
-        (its environment names a cache only from the start)."""
+        (its environment names a cache only from the start). A candidate's cache outside its own scratch dir is
+        held for this worker alone until it is closed (``lock_cache``; TimeoutError after ``lock_timeout``)."""
+        if self.role == "cand" and not cache_dir.is_relative_to(self.tmp):
+            fd = lock_cache(cache_dir, lock_timeout)
+            self._release_cache()
+            self._cache_lock = fd
         cache_dir.mkdir(parents=True, exist_ok=True)
         if module_source is not None:
             self.module_path.write_text(module_source)
@@ -506,10 +554,16 @@ class WorkerProcess:
             except OSError:
                 pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+        self._release_cache()  # after the kill: nothing of this worker builds in the cache any more
         with REGISTRY_LOCK:
             ACTIVE_WORKERS.discard(self.proc.pid)
             ACTIVE_UIDS.pop(self.proc.pid, None)
         return leftovers
+
+    def _release_cache(self) -> None:
+        fd, self._cache_lock = getattr(self, "_cache_lock", None), None
+        if fd is not None:
+            os.close(fd)
 
 
 def _netns_differs(pid: int) -> bool:
