@@ -39,12 +39,21 @@ def _cuda_available() -> bool:
         return False
 
 
+# Tests whose SQLite variant (store_url) runs in ``make test-slow`` only: the Postgres one, the production store,
+# stays in ``make test`` (kept under 20 minutes on the 2-core CI machine; each variant takes ~16 s there).
+SLOW_ON_SQLITE = {"test_killed_step_resumes_from_its_checkpoint"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     has_cuda = _cuda_available()
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(skip_gpu)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.originalname in SLOW_ON_SQLITE and params.get("store_url") == "sqlite":
+            item.add_marker(pytest.mark.slow)
 
 
 def _pg_admin_engine():

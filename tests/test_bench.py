@@ -65,6 +65,7 @@ def test_step_dry_run_and_a_run_without_candidates(tmp_path):
 
 
 @needs_evaluator
+@pytest.mark.slow  # ~60 s on the 2-core CI machine: in make test-slow (make test stays under 20 minutes)
 def test_bench_seeds_end_to_end_on_cpu(tmp_path):
     """Three built-in tasks, their CPU seeds, a tiny budget: the real evaluator through the service."""
     home = tmp_path / "home"
