@@ -561,7 +561,7 @@ class WorkerProcess:
         return leftovers
 
     def _release_cache(self) -> None:
-        fd, self._cache_lock = getattr(self, "_cache_lock", None), None
+        fd, self._cache_lock = self._cache_lock, None
         if fd is not None:
             os.close(fd)
 
