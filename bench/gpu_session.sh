@@ -11,6 +11,11 @@
 # $HELD_ARGS: one pair a few times per clock, with the held clock's keys), placement (bench/placement_probe.py with
 # $PLACEMENT_ARGS: does where the inputs sit in GPU memory move a pair's time and ratio), evals / evals2 (bench/eval_one.py
 # once per ';'-separated argument set in $EVALS / $EVALS2), wait (for the prebuild: "evals wait evals2").
+# Several GPUs (one evaluator per GPU, as the service runs them): lane1 starts bench/evaluator_bench.py on cuda:1
+# with $LANE1_ARGS in the background at once (give it tasks without extensions: it does not wait for the
+# prebuild), bench0 runs it on cuda:0 with $BENCH0_ARGS without waiting for the prebuild either; the call waits
+# for lane1 at its end. With BENCH_WORK set, the benchmark parts write there and everything there is packed into
+# $OUT/bench.tgz at the end (the device returns at most 8 files from $OUT).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -20,6 +25,8 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export KERNELRL_HOME=/tmp/kernelrl-home
 export TORCH_CUDA_ARCH_LIST="9.0+PTX"  # every build (prebuild, red team, bench) with the same flags: one cache entry
 CACHE=/tmp/kernelrl-compile-cache
+WORK=${BENCH_WORK:-$OUT}
+mkdir -p "$WORK"
 if [ -f .ccache/ccache.tgz ]; then mkdir -p "$CACHE" && tar -C "$CACHE" -xzf .ccache/ccache.tgz && echo "compile cache restored"; fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
     --format=csv; python3 -c 'import torch, sys; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name(0))'
@@ -82,10 +89,19 @@ for part in ${PARTS:-redteam bench}; do
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; } ;;
     bench)
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
-      timeout "${BENCH_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda --out-dir "$OUT/bench" \
-        --no-prebuild ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" ;;
+      timeout "${BENCH_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda --out-dir "$WORK/bench" \
+        --no-prebuild ${BENCH_ARGS:-} 2>&1 | tee "$WORK/bench.log" ;;
+    bench0)  # cuda:0 without waiting for the prebuild (tasks without extensions)
+      timeout "${BENCH0_TIMEOUT:-300}" python3 bench/evaluator_bench.py --device cuda:0 --out-dir "$WORK/bench0" \
+        --no-prebuild ${BENCH0_ARGS:-} 2>&1 | tee "$WORK/bench0.log" ;;
+    lane1)  # cuda:1, in the background from now on
+      ( timeout "${LANE1_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda:1 --out-dir "$WORK/lane1" \
+          --no-prebuild ${LANE1_ARGS:-} > "$WORK/lane1.log" 2>&1 ) &
+      LANE1_PID=$! ;;
   esac
   echo "part $part: $((SECONDS - t0)) s" | tee -a "$OUT/env.txt"
 done
 [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; }
+[ -n "${LANE1_PID:-}" ] && { wait "$LANE1_PID"; echo "lane1 done"; tail -n 40 "$WORK/lane1.log"; }
+[ "$WORK" != "$OUT" ] && tar -C "$WORK" -czf "$OUT/bench.tgz" . && ls -la "$OUT/bench.tgz"
 [ -n "${SMI_PID:-}" ] && kill "$SMI_PID"
