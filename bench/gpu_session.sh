@@ -26,6 +26,8 @@ export KERNELRL_HOME=/tmp/kernelrl-home
 export TORCH_CUDA_ARCH_LIST="9.0+PTX"  # every build (prebuild, red team, bench) with the same flags: one cache entry
 CACHE=/tmp/kernelrl-compile-cache
 WORK=${BENCH_WORK:-$OUT}
+# DEADLINE (seconds from the start): no part runs past it, so the packing at the end happens inside the call's limit
+left() { local r=$(( ${DEADLINE:-100000} - SECONDS )); (( r < 1 )) && r=1; echo $(( $1 < r ? $1 : r )); }
 mkdir -p "$WORK"
 if [ -f .ccache/ccache.tgz ]; then mkdir -p "$CACHE" && tar -C "$CACHE" -xzf .ccache/ccache.tgz && echo "compile cache restored"; fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
@@ -65,7 +67,7 @@ for part in ${PARTS:-redteam bench}; do
         ${VARIANT_ARGS:-} 2>&1 | tee "$OUT/variants.log" ;;
     redteam)
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
-      timeout "${REDTEAM_TIMEOUT:-240}" python3 -m pytest -q -s -p no:cacheprovider -m gpu \
+      timeout "$(left "${REDTEAM_TIMEOUT:-240}")" python3 -m pytest -q -s -p no:cacheprovider -m gpu \
         ${REDTEAM_K:+-k "$REDTEAM_K"} tests/redteam/test_redteam_cuda.py 2>&1 | tee "$OUT/redteam_cuda.log" ;;
     held)
       timeout "${HELD_TIMEOUT:-200}" python3 bench/held_clock_check.py --out "$OUT/held.jsonl" ${HELD_ARGS:-} 2>&1 \
@@ -83,19 +85,19 @@ for part in ${PARTS:-redteam bench}; do
       IFS=';' read -ra sets <<< "${!var:-}"
       for args in "${sets[@]}"; do
         echo "== eval_one $args" | tee -a "$OUT/evals.log"
-        timeout "${EVALS_TIMEOUT:-200}" python3 bench/eval_one.py $args 2>&1 | tee -a "$OUT/evals.log"
+        timeout "$(left "${EVALS_TIMEOUT:-200}")" python3 bench/eval_one.py $args 2>&1 | tee -a "$OUT/evals.log"
       done ;;
     wait)  # for the prebuild, before parts that time built candidates
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; } ;;
     bench)
       [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
-      timeout "${BENCH_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda --out-dir "$WORK/bench" \
+      timeout "$(left "${BENCH_TIMEOUT:-560}")" python3 bench/evaluator_bench.py --device cuda --out-dir "$WORK/bench" \
         --no-prebuild ${BENCH_ARGS:-} 2>&1 | tee "$WORK/bench.log" ;;
     bench0)  # cuda:0 without waiting for the prebuild (tasks without extensions)
-      timeout "${BENCH0_TIMEOUT:-300}" python3 bench/evaluator_bench.py --device cuda:0 --out-dir "$WORK/bench0" \
+      timeout "$(left "${BENCH0_TIMEOUT:-300}")" python3 bench/evaluator_bench.py --device cuda:0 --out-dir "$WORK/bench0" \
         --no-prebuild ${BENCH0_ARGS:-} 2>&1 | tee "$WORK/bench0.log" ;;
     lane1)  # cuda:1, in the background from now on
-      ( timeout "${LANE1_TIMEOUT:-560}" python3 bench/evaluator_bench.py --device cuda:1 --out-dir "$WORK/lane1" \
+      ( timeout "$(left "${LANE1_TIMEOUT:-560}")" python3 bench/evaluator_bench.py --device cuda:1 --out-dir "$WORK/lane1" \
           --no-prebuild ${LANE1_ARGS:-} > "$WORK/lane1.log" 2>&1 ) &
       LANE1_PID=$! ;;
   esac
