@@ -11,10 +11,10 @@
 # $HELD_ARGS: one pair a few times per clock, with the held clock's keys), placement (bench/placement_probe.py with
 # $PLACEMENT_ARGS: does where the inputs sit in GPU memory move a pair's time and ratio), evals / evals2 (bench/eval_one.py
 # once per ';'-separated argument set in $EVALS / $EVALS2), wait (for the prebuild: "evals wait evals2").
-# Several GPUs (one evaluator per GPU, as the service runs them): lane1 starts bench/evaluator_bench.py on cuda:1
-# with $LANE1_ARGS in the background at once (give it tasks without extensions: it does not wait for the
+# Several GPUs (one evaluator per GPU, as the service runs them): laneN (N = 1..7) starts bench/evaluator_bench.py
+# on cuda:N with $LANEN_ARGS in the background at once (give it tasks without extensions: it does not wait for the
 # prebuild), bench0 runs it on cuda:0 with $BENCH0_ARGS without waiting for the prebuild either; the call waits
-# for lane1 at its end. With BENCH_WORK set, the benchmark parts write there and everything there is packed into
+# for the lanes at its end. With BENCH_WORK set, the benchmark parts write there and everything there is packed into
 # $OUT/bench.tgz at the end (the device returns at most 8 files from $OUT).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -96,14 +96,15 @@ for part in ${PARTS:-redteam bench}; do
     bench0)  # cuda:0 without waiting for the prebuild (tasks without extensions)
       timeout "$(left "${BENCH0_TIMEOUT:-300}")" python3 bench/evaluator_bench.py --device cuda:0 --out-dir "$WORK/bench0" \
         --no-prebuild ${BENCH0_ARGS:-} 2>&1 | tee "$WORK/bench0.log" ;;
-    lane1)  # cuda:1, in the background from now on
-      ( timeout "$(left "${LANE1_TIMEOUT:-560}")" python3 bench/evaluator_bench.py --device cuda:1 --out-dir "$WORK/lane1" \
-          --no-prebuild ${LANE1_ARGS:-} > "$WORK/lane1.log" 2>&1 ) &
-      LANE1_PID=$! ;;
+    lane[1-7])  # laneN: cuda:N with $LANEN_ARGS, in the background from now on
+      n=${part#lane}; args_var=LANE${n}_ARGS; to_var=LANE${n}_TIMEOUT
+      ( timeout "$(left "${!to_var:-560}")" python3 bench/evaluator_bench.py --device "cuda:$n" --out-dir "$WORK/$part" \
+          --no-prebuild ${!args_var:-} > "$WORK/$part.log" 2>&1 ) &
+      LANE_PIDS="${LANE_PIDS:-} $part:$!" ;;
   esac
   echo "part $part: $((SECONDS - t0)) s" | tee -a "$OUT/env.txt"
 done
 [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; }
-[ -n "${LANE1_PID:-}" ] && { wait "$LANE1_PID"; echo "lane1 done"; tail -n 40 "$WORK/lane1.log"; }
+for lp in ${LANE_PIDS:-}; do wait "${lp#*:}"; echo "${lp%%:*} done"; tail -n 20 "$WORK/${lp%%:*}.log"; done
 [ "$WORK" != "$OUT" ] && tar -C "$WORK" -czf "$OUT/bench.tgz" . && ls -la "$OUT/bench.tgz"
-[ -n "${SMI_PID:-}" ] && kill "$SMI_PID"
+if [ -n "${SMI_PID:-}" ]; then kill "$SMI_PID"; fi  # (a bare && list here made every call exit 1)
