@@ -89,3 +89,38 @@ def test_spare_pool_starts_replacements_on_as_many_threads_as_configured():
         finally:
             pool.close_all()
     assert EvalConfig().spare_starters == 3
+
+
+def test_gpu_session_runs_one_lane_per_gpu_within_the_deadline_and_packs_their_output(tmp_path):
+    """bench/gpu_session.sh's lanes (laneN on cuda:N, in the background) and bench0, run on a CPU against a stand-in
+    evaluator_bench.py in a copy of the script's tree: each gets its device and arguments, DEADLINE caps a lane that
+    would run past it, everything lands in $OUT/bench.tgz, and the call ends with status 0 (the tenth session's
+    calls on two H100s ran this way; a broken script there costs a device call)."""
+    import os
+    import subprocess
+    import tarfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "bench").mkdir()
+    (tmp_path / ".whl").mkdir()
+    script = (root / "bench" / "gpu_session.sh").read_text()
+    # no wheels to install here: the install line becomes a no-op (everything else runs as on the device)
+    script = "\n".join("true \\" if line.startswith("python3 -m pip install") else line for line in script.splitlines())
+    (tmp_path / "gpu_session.sh").write_text(script + "\n")
+    (tmp_path / "bench" / "evaluator_bench.py").write_text(
+        "import sys, time\nargs = sys.argv[1:]\nprint('args', args, flush=True)\n"
+        "time.sleep(30 if '--slow' in args else 0.2)\nprint('done', flush=True)\n")
+    out = tmp_path / "out"
+    env = dict(os.environ, OUT=str(out), BENCH_WORK=str(tmp_path / "w"), DEADLINE="6",
+               PARTS="lane1 lane2 bench0", LANE1_ARGS="--only 3", LANE2_ARGS="--slow", BENCH0_ARGS="--only 1,2")
+    p = subprocess.run(["bash", "gpu_session.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with tarfile.open(out / "bench.tgz") as tar:
+        logs = {Path(m.name).name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+    assert "'--device', 'cuda:1'" in logs["lane1.log"] and "'--only', '3'" in logs["lane1.log"]
+    assert "done" in logs["lane1.log"]
+    assert "'--device', 'cuda:2'" in logs["lane2.log"] and "done" not in logs["lane2.log"]  # stopped at DEADLINE
+    assert "'--device', 'cuda:0'" in logs["bench0.log"] and "'--only', '1,2'" in logs["bench0.log"]
+    assert "--no-prebuild" in logs["bench0.log"]
+    assert sorted(os.listdir(out)) == ["bench.tgz", "env.txt"]  # the device returns at most 8 files
