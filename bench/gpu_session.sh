@@ -26,8 +26,12 @@ export KERNELRL_HOME=/tmp/kernelrl-home
 export TORCH_CUDA_ARCH_LIST="9.0+PTX"  # every build (prebuild, red team, bench) with the same flags: one cache entry
 CACHE=/tmp/kernelrl-compile-cache
 WORK=${BENCH_WORK:-$OUT}
-# DEADLINE (seconds from the start): no part runs past it, so the packing at the end happens inside the call's limit
+# DEADLINE (seconds from the start): no timed part (tmo) runs past it, so the packing at the end happens inside the call's limit
 left() { local r=$(( ${DEADLINE:-100000} - SECONDS )); (( r < 1 )) && r=1; echo $(( $1 < r ? $1 : r )); }
+tmo() { local t; t=$(left "$1"); shift; timeout "$t" "$@"; }  # tmo SECONDS CMD...: timeout, within DEADLINE
+wait_prebuild() { if [ -n "${PREBUILD_PID:-}" ]; then wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; fi; }
+# bench_on DEVICE NAME TIMEOUT ARGS...: bench/evaluator_bench.py on one GPU, writing $WORK/NAME
+bench_on() { tmo "$3" python3 bench/evaluator_bench.py --device "$1" --out-dir "$WORK/$2" --no-prebuild "${@:4}"; }
 mkdir -p "$WORK"
 if [ -f .ccache/ccache.tgz ]; then mkdir -p "$CACHE" && tar -C "$CACHE" -xzf .ccache/ccache.tgz && echo "compile cache restored"; fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
@@ -58,53 +62,50 @@ for part in ${PARTS:-redteam bench}; do
     prebuild) continue ;;
     floor)
       T=kernelrl/tasks/builtin; S=$T/seeds
-      timeout "${FLOOR_TIMEOUT:-120}" python3 bench/gpu_noise_floor.py --evals 5 --budget-s 2 \
+      tmo "${FLOOR_TIMEOUT:-120}" python3 bench/gpu_noise_floor.py --evals 5 --budget-s 2 \
         ${FLOOR_PAIRS:-$T/level1/02_Softmax.py $S/level1/02_Softmax/triton_online.py
         $T/level1/03_LayerNorm.py $S/level1/03_LayerNorm/triton_layernorm.py
         $T/level3/06_TransformerBlock.py $S/level3/06_TransformerBlock/fused_primitives.py} 2>&1 | tee "$OUT/floor.log" ;;
     variants)
-      timeout "${VARIANTS_TIMEOUT:-300}" python3 bench/timing_variants.py --out-dir "$OUT/variants" \
+      tmo "${VARIANTS_TIMEOUT:-300}" python3 bench/timing_variants.py --out-dir "$OUT/variants" \
         ${VARIANT_ARGS:-} 2>&1 | tee "$OUT/variants.log" ;;
     redteam)
-      [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
-      timeout "$(left "${REDTEAM_TIMEOUT:-240}")" python3 -m pytest -q -s -p no:cacheprovider -m gpu \
+      wait_prebuild
+      tmo "${REDTEAM_TIMEOUT:-240}" python3 -m pytest -q -s -p no:cacheprovider -m gpu \
         ${REDTEAM_K:+-k "$REDTEAM_K"} tests/redteam/test_redteam_cuda.py 2>&1 | tee "$OUT/redteam_cuda.log" ;;
     held)
-      timeout "${HELD_TIMEOUT:-200}" python3 bench/held_clock_check.py --out "$OUT/held.jsonl" ${HELD_ARGS:-} 2>&1 \
+      tmo "${HELD_TIMEOUT:-200}" python3 bench/held_clock_check.py --out "$OUT/held.jsonl" ${HELD_ARGS:-} 2>&1 \
         | tee "$OUT/held.log" ;;
     placement)  # PLACEMENT_RUNS fresh processes in turn (--seed 1..N): placement within one against between them
       for run in $(seq 1 "${PLACEMENT_RUNS:-1}"); do
-        timeout "${PLACEMENT_TIMEOUT:-200}" python3 bench/placement_probe.py --out "$OUT/placement.jsonl" \
+        tmo "${PLACEMENT_TIMEOUT:-200}" python3 bench/placement_probe.py --out "$OUT/placement.jsonl" \
           --seed "$run" ${PLACEMENT_ARGS:-} 2>&1 | tee -a "$OUT/placement.log"
       done ;;
     modes)
-      timeout "${MODES_TIMEOUT:-500}" python3 bench/timer_modes.py --out "$OUT/modes" ${MODES_ARGS:-} 2>&1 \
+      tmo "${MODES_TIMEOUT:-500}" python3 bench/timer_modes.py --out "$OUT/modes" ${MODES_ARGS:-} 2>&1 \
         | tee "$OUT/modes.log" ;;
     evals|evals2)  # bench/eval_one.py once per ';'-separated argument set in $EVALS (evals2: $EVALS2)
       var=${part^^}
       IFS=';' read -ra sets <<< "${!var:-}"
       for args in "${sets[@]}"; do
         echo "== eval_one $args" | tee -a "$OUT/evals.log"
-        timeout "$(left "${EVALS_TIMEOUT:-200}")" python3 bench/eval_one.py $args 2>&1 | tee -a "$OUT/evals.log"
+        tmo "${EVALS_TIMEOUT:-200}" python3 bench/eval_one.py $args 2>&1 | tee -a "$OUT/evals.log"
       done ;;
     wait)  # for the prebuild, before parts that time built candidates
-      [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; } ;;
+      wait_prebuild ;;
     bench)
-      [ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; PREBUILD_PID=; }
-      timeout "$(left "${BENCH_TIMEOUT:-560}")" python3 bench/evaluator_bench.py --device cuda --out-dir "$WORK/bench" \
-        --no-prebuild ${BENCH_ARGS:-} 2>&1 | tee "$WORK/bench.log" ;;
+      wait_prebuild
+      bench_on cuda bench "${BENCH_TIMEOUT:-560}" ${BENCH_ARGS:-} 2>&1 | tee "$WORK/bench.log" ;;
     bench0)  # cuda:0 without waiting for the prebuild (tasks without extensions)
-      timeout "$(left "${BENCH0_TIMEOUT:-300}")" python3 bench/evaluator_bench.py --device cuda:0 --out-dir "$WORK/bench0" \
-        --no-prebuild ${BENCH0_ARGS:-} 2>&1 | tee "$WORK/bench0.log" ;;
+      bench_on cuda:0 bench0 "${BENCH0_TIMEOUT:-300}" ${BENCH0_ARGS:-} 2>&1 | tee "$WORK/bench0.log" ;;
     lane[1-7])  # laneN: cuda:N with $LANEN_ARGS, in the background from now on
       n=${part#lane}; args_var=LANE${n}_ARGS; to_var=LANE${n}_TIMEOUT
-      ( timeout "$(left "${!to_var:-560}")" python3 bench/evaluator_bench.py --device "cuda:$n" --out-dir "$WORK/$part" \
-          --no-prebuild ${!args_var:-} > "$WORK/$part.log" 2>&1 ) &
+      bench_on "cuda:$n" "$part" "${!to_var:-560}" ${!args_var:-} > "$WORK/$part.log" 2>&1 &
       LANE_PIDS="${LANE_PIDS:-} $part:$!" ;;
   esac
   echo "part $part: $((SECONDS - t0)) s" | tee -a "$OUT/env.txt"
 done
-[ -n "${PREBUILD_PID:-}" ] && { wait "$PREBUILD_PID"; cat "$OUT/prebuild.log"; }
+wait_prebuild
 for lp in ${LANE_PIDS:-}; do wait "${lp#*:}"; echo "${lp%%:*} done"; tail -n 20 "$WORK/${lp%%:*}.log"; done
 [ "$WORK" != "$OUT" ] && tar -C "$WORK" -czf "$OUT/bench.tgz" . && ls -la "$OUT/bench.tgz"
 if [ -n "${SMI_PID:-}" ]; then kill "$SMI_PID"; fi  # (a bare && list here made every call exit 1)
