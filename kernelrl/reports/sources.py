@@ -240,11 +240,13 @@ def best_from_store(store, task_keys: list[str], *, run: str | None = None, stag
 
     Each item: ``candidate_id, source, origin_stage, run_name, evaluation`` (the row's ``result`` dict plus
     ``evaluation_id``, ``purpose``, ``device_type``, ``settings``). ``purpose`` / ``device_type`` restrict which
-    evaluations count; ``run`` / ``stages`` which candidates.
+    evaluations count; ``run`` / ``stages`` which candidates: those the run's stages produced (the
+    ``candidate_runs`` links, so a kernel several runs produced counts for each); ``stages`` without a run: the
+    stages of any run, and candidates whose first producer was such a stage (seeds, imports).
     """
-    from sqlalchemy import func, select
+    from sqlalchemy import func, or_, select
 
-    from kernelrl.store.models import CandidateRow, EvaluationRow, TaskRow
+    from kernelrl.store.models import CandidateRow, CandidateRunRow, EvaluationRow, TaskRow
 
     with store.session() as s:
         latest = (select(EvaluationRow.candidate_id, func.max(EvaluationRow.id).label("eid"))
@@ -256,9 +258,13 @@ def best_from_store(store, task_keys: list[str], *, run: str | None = None, stag
         if device_type:
             latest = latest.where(EvaluationRow.device_type == device_type)
         if run:
-            latest = latest.where(CandidateRow.run_name == run)
-        if stages:
-            latest = latest.where(CandidateRow.origin_stage.in_(stages))
+            linked = select(CandidateRunRow.candidate_id).where(CandidateRunRow.run_name == run)
+            if stages:
+                linked = linked.where(CandidateRunRow.stage.in_(stages))
+            latest = latest.where(CandidateRow.id.in_(linked))
+        elif stages:
+            linked = select(CandidateRunRow.candidate_id).where(CandidateRunRow.stage.in_(stages))
+            latest = latest.where(or_(CandidateRow.origin_stage.in_(stages), CandidateRow.id.in_(linked)))
         latest = latest.group_by(EvaluationRow.candidate_id).subquery()
         q = (select(TaskRow.key, CandidateRow, EvaluationRow)
              .join(CandidateRow, CandidateRow.task_id == TaskRow.id)
@@ -287,11 +293,11 @@ def best_from_store(store, task_keys: list[str], *, run: str | None = None, stag
 def _run_exists(store, name: str) -> bool:
     from sqlalchemy import select
 
-    from kernelrl.store.models import CandidateRow, RunRow
+    from kernelrl.store.models import CandidateRunRow, RunRow
 
     with store.session() as s:
         return (s.scalar(select(RunRow.id).where(RunRow.name == name)) is not None
-                or s.scalar(select(CandidateRow.id).where(CandidateRow.run_name == name).limit(1)) is not None)
+                or s.scalar(select(CandidateRunRow.id).where(CandidateRunRow.run_name == name).limit(1)) is not None)
 
 
 def parse_store_spec(spec: str, run: str | None, store) -> tuple[str | None, list[str] | None, str]:

@@ -30,6 +30,7 @@ from kernelrl.errors import StoreError
 from kernelrl.store.models import (
     AttemptRow,
     CandidateRow,
+    CandidateRunRow,
     EvalJobRow,
     EvaluationRow,
     RunRow,
@@ -180,7 +181,9 @@ class Store:
     def add_candidate(self, task_id: int, source: str, *, origin_stage: str, origin_model: str | None = None,
                       run_name: str | None = None, prompt: str | None = None, analysis: str | None = None,
                       design: str | None = None, meta: dict[str, Any] | None = None) -> int:
-        """Insert a candidate, or return the existing one with the same task and source hash."""
+        """Insert a candidate, or return the existing one with the same task and source hash. With ``run_name``
+        the (candidate, run, stage) link is recorded either way: a kernel that several runs produce counts for
+        each of them (``candidate_runs``), while the row itself keeps its first producer."""
         h = source_hash(source)
 
         def work(s: Session) -> int:
@@ -200,14 +203,41 @@ class Store:
                                                               CandidateRow.source_hash == h))
             return row.id
 
-        return self.retrying(work)
+        cid = self.retrying(work)
+        if run_name:
+            self.link_candidate(cid, run_name, origin_stage)
+        return cid
+
+    def link_candidate(self, candidate_id: int, run_name: str, stage: str) -> None:
+        """Record that ``stage`` of ``run_name`` produced the candidate (idempotent, safe under concurrency)."""
+
+        def work(s: Session) -> None:
+            q = select(CandidateRunRow.id).where(CandidateRunRow.candidate_id == candidate_id,
+                                                 CandidateRunRow.run_name == run_name, CandidateRunRow.stage == stage)
+            if s.scalar(q) is None:
+                s.add(CandidateRunRow(candidate_id=candidate_id, run_name=run_name, stage=stage))
+                s.flush()
+
+        try:
+            self.retrying(work)
+        except IntegrityError:  # a concurrent writer recorded the identical link first: it is there
+            pass
+
+    def run_candidate_ids(self, run_name: str, stages: list[str] | tuple[str, ...] | None = None) -> set[int]:
+        """Candidates that ``run_name`` (its ``stages``, or any) produced, whoever produced them first."""
+        with self.session() as s:
+            q = select(CandidateRunRow.candidate_id).where(CandidateRunRow.run_name == run_name)
+            if stages:
+                q = q.where(CandidateRunRow.stage.in_(list(stages)))
+            return set(s.scalars(q).all())
 
     def add_attempt(self, task_id: int, *, stage: str, run_name: str | None = None, model: str | None = None,
                     prompt: str | None = None, response: str | None = None, parse_error: str | None = None,
                     candidate_id: int | None = None, prompt_tokens: int | None = None,
                     completion_tokens: int | None = None, exemplar_ids: list[int] | None = None,
                     snapshot: int | None = None, dedup_key: str | None = None) -> int:
-        """Record one generation. With ``dedup_key`` a retried step writes it once."""
+        """Record one generation. With ``dedup_key`` a retried step writes it once. An attempt of a run that
+        produced a candidate links the candidate to that run and stage (as ``add_candidate`` does)."""
 
         def work(s: Session) -> int:
             if dedup_key is not None:
@@ -222,7 +252,10 @@ class Store:
             s.flush()
             return row.id
 
-        return self.retrying(work)
+        aid = self.retrying(work)
+        if run_name and candidate_id is not None:
+            self.link_candidate(candidate_id, run_name, stage)
+        return aid
 
     # -- evaluations ------------------------------------------------------------------------------------------
     def add_evaluation(self, candidate_id: int, result: dict[str, Any], settings: dict[str, Any] | None = None,

@@ -2,7 +2,8 @@
 
 Tables
 - tasks:        one row per task (suite key, level, reference source)
-- candidates:   one row per distinct (task, source hash): the code, where it came from
+- candidates:   one row per distinct (task, source hash): the code, where it came from (first producer)
+- candidate_runs: every (candidate, run, stage) that produced it: a kernel several runs produce counts for each
 - attempts:     every LLM generation, parsed or not (a response that cannot be parsed is kept with its reason)
 - evaluations:  one row per evaluation of a candidate (device type, evaluator version, result, timing)
 - runs / stages: pipeline runs and their stage records (status, manifests, checkpoint URIs, cache keys)
@@ -75,6 +76,21 @@ class CandidateRow(Base):
 
     task: Mapped[TaskRow] = relationship(back_populates="candidates")
     evaluations: Mapped[list[EvaluationRow]] = relationship(back_populates="candidate")
+
+
+class CandidateRunRow(Base):
+    """A run (and the stage of it) that produced a candidate (migration 0003). ``candidates.run_name`` keeps the
+    first producer; this table has them all, so reports and exemplar pools of every producing run count it."""
+
+    __tablename__ = "candidate_runs"
+    __table_args__ = (UniqueConstraint("candidate_id", "run_name", "stage", name="uq_candidate_run_stage"),
+                      Index("ix_candidate_runs_run", "run_name", "stage"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id", ondelete="CASCADE"), index=True)
+    run_name: Mapped[str] = mapped_column(String(200))
+    stage: Mapped[str] = mapped_column(String(50))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class AttemptRow(Base):

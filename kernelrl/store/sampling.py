@@ -4,9 +4,10 @@
     exemplars, snapshot = sample_exemplars(store, task_id, sampler, random.Random(0))
 
 The pool of a task is every candidate whose latest evaluation succeeded (executable, correct, speedup > 0,
-no fatal integrity flag), scored by that speedup. ``snapshot`` is the highest evaluation id of the task the
-pool was read at; a prompt records it (``attempts.snapshot``) and ``sample_exemplars(..., as_of=snapshot)``
-rebuilds exactly that pool later.
+no fatal integrity flag), scored by that speedup; ``load_pool`` narrows it to one run's candidates and to one
+device type's measurements (what crl uses by default: ``crl.pool``). ``snapshot`` is the highest
+evaluation id of the task the pool was read at; a prompt records it (``attempts.snapshot``) and
+``sample_exemplars(..., as_of=snapshot)`` rebuilds exactly that pool later.
 
 Samplers take ``sample(pool, rng, group=...)``; ``group`` names whose state to use (the task) for stateful
 samplers (island) and is ignored by the others.
@@ -295,24 +296,35 @@ def make_sampler(cfg, state_path: str | Path | None = None) -> BucketSampler | I
 
 
 # -- the store side ---------------------------------------------------------------------------------------------------
-def load_pool(store, task_id: int, *, as_of: int | None = None, run_name: str | None = None
-              ) -> tuple[list[Exemplar], int]:
+def load_pool(store, task_id: int, *, as_of: int | None = None, run_name: str | None = None,
+              device_type: str | None = None, device_kind: str | None = None,
+              stages: list[str] | tuple[str, ...] | None = None) -> tuple[list[Exemplar], int]:
     """(successful exemplars of the task by their latest evaluation up to ``as_of``, snapshot id).
 
-    ``run_name``: only candidates that attempts of this run produced (a search that must start from the
-    reference alone, or runs compared side by side in one store); None: every candidate of the task."""
+    ``run_name``: only candidates this run produced (``candidate_runs``, whoever produced them first; with
+    ``stages``, only those stages of it): a run's own pool, which runs sharing one store do not contaminate;
+    None: every candidate of the task. ``device_type`` (e.g. 'cpu', 'NVIDIA H100 80GB HBM3'): only evaluations
+    measured on that device type count, so a CPU speedup is never an exemplar for a GPU prompt; ``device_kind``
+    ('cpu' or 'cuda') does the same by kind when the exact GPU type is unknown here."""
     from sqlalchemy import func, select
 
-    from kernelrl.store.models import AttemptRow, CandidateRow, EvaluationRow
+    from kernelrl.store.models import CandidateRow, CandidateRunRow, EvaluationRow
 
     with store.session() as s:
         latest = (select(EvaluationRow.candidate_id, func.max(EvaluationRow.id).label("eid"))
                   .join(CandidateRow, CandidateRow.id == EvaluationRow.candidate_id)
                   .where(CandidateRow.task_id == task_id))
         if run_name is not None:
-            latest = latest.where(CandidateRow.id.in_(
-                select(AttemptRow.candidate_id).where(AttemptRow.run_name == run_name, AttemptRow.task_id == task_id,
-                                                      AttemptRow.candidate_id.is_not(None))))
+            mine = select(CandidateRunRow.candidate_id).where(CandidateRunRow.run_name == run_name)
+            if stages:
+                mine = mine.where(CandidateRunRow.stage.in_(list(stages)))
+            latest = latest.where(CandidateRow.id.in_(mine))
+        if device_type is not None:
+            latest = latest.where(EvaluationRow.device_type == device_type)
+        elif device_kind == "cpu":
+            latest = latest.where(EvaluationRow.device_type == "cpu")
+        elif device_kind == "cuda":
+            latest = latest.where(EvaluationRow.device_type != "cpu")
         if as_of is not None:
             latest = latest.where(EvaluationRow.id <= as_of)
         latest = latest.group_by(EvaluationRow.candidate_id).subquery()
@@ -329,7 +341,10 @@ def load_pool(store, task_id: int, *, as_of: int | None = None, run_name: str | 
 
 
 def sample_exemplars(store, task_id: int, sampler, rng: random.Random, *, as_of: int | None = None,
-                     run_name: str | None = None) -> tuple[list[Exemplar], int]:
-    """Draw exemplars for one prompt of ``task_id``: (exemplars, snapshot id of the pool they came from)."""
-    pool, snapshot = load_pool(store, task_id, as_of=as_of, run_name=run_name)
+                     run_name: str | None = None, device_type: str | None = None,
+                     device_kind: str | None = None) -> tuple[list[Exemplar], int]:
+    """Draw exemplars for one prompt of ``task_id``: (exemplars, snapshot id of the pool they came from); the
+    pool's filters are :func:`load_pool`'s."""
+    pool, snapshot = load_pool(store, task_id, as_of=as_of, run_name=run_name, device_type=device_type,
+                               device_kind=device_kind)
     return sampler.sample(pool, rng, group=task_id), snapshot
