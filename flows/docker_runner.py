@@ -120,7 +120,12 @@ class DockerRunner:
             ids = list(self.gpus[stage])
         else:
             roles = getattr(recipe_obj, "gpus", None) or {}
-            ids = list(roles.get(STAGE_GPU_ROLE.get(stage, ""), []) or [])
+            ids = roles.get(STAGE_GPU_ROLE.get(stage, ""), []) or []
+            if ids == "rest":  # evaluate: rest (kernelrl.config.gpus): the host's GPUs no other role names
+                from kernelrl.config.gpus import GpuPlan
+
+                ids = GpuPlan.from_recipe(roles, visible=len(self.gpu_lookup())).evaluate
+            ids = list(ids) if isinstance(ids, list) else [ids]
             if not ids and roles == {}:
                 cpu_only = getattr(getattr(recipe_obj, "eval", None), "device", "auto") == "cpu"
                 ids = [] if cpu_only else list(getattr(settings, "gpu_ids", None) or [])

@@ -43,9 +43,32 @@ class LocalProcessRunner:
     kill_grace_s: float = 10.0  # SIGTERM first so a trainer can save; SIGKILL after this many seconds
 
     def command(self, stage: str, run_name: str, recipe: str, overrides: Mapping[str, Any] | None,
-                manifest_out: Path) -> list[str]:
-        return [self.python, "-m", f"{self.module_prefix}.{stage}",
+                manifest_out: Path, launcher: list[str] | None = None) -> list[str]:
+        """``python -m <prefix>.<stage> ...``; ``launcher`` replaces ``python`` (``accelerate launch ...``)."""
+        return [*(launcher or [self.python]), "-m", f"{self.module_prefix}.{stage}",
                 *step_args(stage, run_name, recipe, overrides, manifest_out)]
+
+    def gpu_launch(self, stage: str, recipe: str, overrides: Mapping[str, Any] | None
+                   ) -> tuple[dict[str, str], list[str] | None]:
+        """(environment, launcher) from the recipe's GPU roles (flows/gpu_launch.py): the stage's GPUs visible,
+        no in-process evaluation worker beside evaluator GPUs, accelerate for data-parallel stages. ``({}, None)``
+        for a recipe without ``gpus:``; a bad GPU layout is a user error (exit 2, not retried)."""
+        from flows.gpu_launch import launch_prefix, recipe_of
+        from kernelrl.config.gpus import GpuPlan
+        from kernelrl.errors import ConfigError
+
+        try:
+            recipe_obj = recipe_of(recipe, overrides)
+        except Exception:  # noqa: BLE001 - the step itself reports a bad recipe, with its own exit code
+            return {}, None
+        if not recipe_obj.gpus:
+            return {}, None
+        environ = os.environ if self.environ is None else self.environ
+        try:
+            plan = GpuPlan.from_recipe(recipe_obj.gpus, parent_visible=environ.get("CUDA_VISIBLE_DEVICES"))
+            return plan.stage_env(stage), launch_prefix(plan, stage, self.python, recipe_obj)
+        except ConfigError as e:
+            raise StepFailed(stage, str(e), retryable=False, exit_code=2) from None
 
     def env(self, stage: str) -> dict[str, str]:
         env = step_env(stage, self.environ, extra=self.extra_env)
@@ -61,20 +84,23 @@ class LocalProcessRunner:
         manifest_out = Path(manifest_out).resolve()
         manifest_out.parent.mkdir(parents=True, exist_ok=True)
         manifest_out.unlink(missing_ok=True)  # never mistake an old manifest for this attempt's
-        cmd = self.command(stage, run_name, recipe, overrides, manifest_out)
-        logger.info("%s | starting: %s", stage, " ".join(cmd[1:]))
+        gpu_env, launcher = self.gpu_launch(stage, recipe, overrides)
+        cmd = self.command(stage, run_name, recipe, overrides, manifest_out, launcher)
+        logger.info("%s | starting: %s%s", stage, " ".join(cmd[1:]),
+                    f" (CUDA_VISIBLE_DEVICES={gpu_env['CUDA_VISIBLE_DEVICES']})" if gpu_env else "")
         out = StepOutput(stage, logger, on_progress, log_file=log_file, header=" ".join(cmd[1:]))
         try:
-            return self._run(stage, run_name, cmd, manifest_out, out, logger)
+            return self._run(stage, run_name, cmd, manifest_out, out, logger, gpu_env)
         except StepFailed as e:
             raise with_log_path(e, log_file) from None
         finally:
             out.close()
 
-    def _run(self, stage: str, run_name: str, cmd: list[str], manifest_out: Path, out: StepOutput, logger
-             ) -> dict[str, Any]:
+    def _run(self, stage: str, run_name: str, cmd: list[str], manifest_out: Path, out: StepOutput, logger,
+             gpu_env: dict[str, str] | None = None) -> dict[str, Any]:
         try:
-            proc = subprocess.Popen(cmd, cwd=self.cwd or Path.cwd(), env=self.env(stage), stdout=subprocess.PIPE,
+            proc = subprocess.Popen(cmd, cwd=self.cwd or Path.cwd(), env={**self.env(stage), **(gpu_env or {})},
+                                    stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1,
                                     errors="replace", start_new_session=True, preexec_fn=_die_with_parent)
         except OSError as e:

@@ -22,6 +22,7 @@ from typing import Any
 
 from prefect import flow
 
+from flows.fleet import fleet_for
 from flows.stages import DEFAULT_RETRIES, DEFAULT_RETRY_DELAY_S, artifact_key, configured_stage_task
 from kernelrl.errors import ConfigError
 from kernelrl.step import DEFAULT_RECIPE, STAGES
@@ -112,7 +113,10 @@ def pipeline(run: str, recipe: str = DEFAULT_RECIPE, from_stage: str | None = No
     plan = select_stages(from_stage, only, stages)
     results: dict[str, dict[str, Any]] = {}
     failed = None
+    fleet = None
     try:
+        # a GPU recipe's evaluator GPUs: one worker process each for the whole run (flows/fleet.py); None otherwise
+        fleet = fleet_for(recipe, overrides, run, runner)
         for stage, forced in plan:
             stage_task = configured_stage_task(stage, retries, retry_delay_s)
             results[stage] = stage_task(stage, run, recipe, overrides, runner, force or forced, module_prefix,
@@ -122,6 +126,8 @@ def pipeline(run: str, recipe: str = DEFAULT_RECIPE, from_stage: str | None = No
                   type(e).__name__)
         raise
     finally:
+        if fleet is not None:
+            fleet.stop()
         try:
             create_markdown_artifact(_summary_markdown(run, recipe, results, failed), key=artifact_key(run, "pipeline"),
                                      description=f"pipeline run {run}")

@@ -46,13 +46,22 @@ from kernelrl.checkpoints.base import (
     verify_local,
 )
 from kernelrl.checkpoints.local import LocalCheckpointStore
-from kernelrl.checkpoints.s3 import S3CheckpointStore
 from kernelrl.errors import ConfigError
 
 __all__ = [
     "CheckpointStore", "LocalCheckpointStore", "S3CheckpointStore", "CheckpointManifest", "ManifestEntry",
     "CheckpointInfo", "MANIFEST_NAME", "open_checkpoint_store", "verify_local",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``S3CheckpointStore`` is imported on first use: boto3 (17 MB with botocore) is needed only for s3:// URIs,
+    so a host that keeps checkpoints in a local folder (the GPU runs, which carry their packages) needs none."""
+    if name == "S3CheckpointStore":
+        from kernelrl.checkpoints.s3 import S3CheckpointStore
+
+        return S3CheckpointStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _secret(value: Any) -> str | None:
@@ -78,6 +87,8 @@ def open_checkpoint_store(uri: Any = None, settings: Any = None) -> CheckpointSt
         uri = settings.resolved_checkpoint_uri
     uri = os.fspath(uri)
     if uri.startswith("s3://"):
+        from kernelrl.checkpoints.s3 import S3CheckpointStore
+
         parsed = urlparse(uri)
         if not parsed.netloc:
             raise ConfigError(f"checkpoint URI {uri!r}: no bucket (expected s3://bucket/prefix)")

@@ -26,6 +26,12 @@ from kernelrl.tasks.loader import Task, source_hash
 log = logging.getLogger(__name__)
 
 
+def _default_local_workers() -> int:
+    from kernelrl.config.gpus import local_eval_workers
+
+    return local_eval_workers(None)
+
+
 @dataclass
 class BenchOptions:
     suite: str = "builtin"
@@ -47,7 +53,9 @@ class BenchOptions:
     title: str | None = None
     task_limit: int = 0
     tasks: list[str] = field(default_factory=list)  # only these tasks (names or keys); empty: all selected
-    local_workers: int = 1
+    # in-process evaluation workers: KERNELRL_EVAL_LOCAL_WORKERS (default 1); a GPU recipe's step sets 0, so the
+    # bench stage's jobs go to the evaluator GPUs' workers (kernelrl.config.gpus)
+    local_workers: int = field(default_factory=_default_local_workers)
     chunk_size: int = 1
     command: str = ""
     eval_base: EvalConfig | None = None  # the recipe's eval settings (device, caps) the protocol starts from

@@ -64,7 +64,7 @@ def run_augment(store, recipe, run: str, settings=None, progress=None) -> dict[s
     per_task: dict[str, dict[str, Any]] = {}
     all_results: list[dict] = []
     teachers_down: dict[str, str] = {}
-    with eval_service(store, recipe.eval) as svc:
+    with eval_service(store, recipe.eval, recipe.gpus) as svc:
         for teacher in a.teachers:
             failures_in_a_row = 0
             backend = None

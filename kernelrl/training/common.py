@@ -161,15 +161,17 @@ def evaluate_samples(store, svc, samples: list[Sample], *, stage: str, run: str,
                                      "flags": ["unparsed"], "source": None} for r in results]
 
 
-def eval_service(store, eval_cfg):
+def eval_service(store, eval_cfg, gpus=None):
     """The evaluation service of a training stage. ``KERNELRL_EVAL_LOCAL_WORKERS`` (default 1) sets its in-process
     worker threads; 0 relies on ``kernelrl worker``/``kernelrl workers up`` processes on the dedicated evaluation
-    GPUs (real recipes: ``gpus.evaluate``), so training GPUs never time candidates. ``KERNELRL_EVAL_LEASE_S``
+    GPUs. ``gpus``: the recipe's GPU roles; when they name evaluator GPUs the stage runs no worker of its own
+    (``kernelrl.config.gpus.local_eval_workers``: training GPUs never time candidates). ``KERNELRL_EVAL_LEASE_S``
     (default 30) is how long an in-process worker's claim on a job lasts without a heartbeat (one every third of
     it): after a killed stage, its rerun takes the dead stage's job over once that lapses."""
+    from kernelrl.config.gpus import local_eval_workers
     from kernelrl.evaluation.service import EvalService
 
-    n = int(os.environ.get("KERNELRL_EVAL_LOCAL_WORKERS", "1"))
+    n = local_eval_workers(gpus)
     lease = float(os.environ.get("KERNELRL_EVAL_LEASE_S", "30"))
     if not lease > 0:
         raise ValueError(f"KERNELRL_EVAL_LEASE_S must be > 0 seconds, got {lease!r}")

@@ -129,7 +129,7 @@ class SpeedupReward:
         if dist.is_main():
             from kernelrl.training.common import eval_service
 
-            self.svc = eval_service(store, recipe.eval)
+            self.svc = eval_service(store, recipe.eval, recipe.gpus)
         self.eval_s = 0.0  # cumulative seconds inside the reward (store writes + evaluation)
         self.tokens = 0  # cumulative completion tokens scored (all ranks)
         self.per_step: dict[int, dict[str, Any]] = {}
@@ -158,10 +158,12 @@ class SpeedupReward:
                               {"snapshot": x["snapshot"], "exemplar_ids": x["exemplar_ids"]}) for x in everything]
             # the slot and the position inside the step identify an attempt; the response hash (added by
             # evaluate_samples) tells a resumed step's identical generation from a new one
+            backlog = queue_backlog(self.svc)  # jobs ahead of this step's (other stages, runs, re-verifications)
             results = evaluate_samples(self.store, self.svc, samples, stage="crl", run=self.run,
                                        model=self.model_name, key_prefix=f"{self.run}:crl:{step}")
             rewards = [reward_of(r) for r in results]
             stats = summarize(results)
+            stats.update(queue_stats(results, backlog))
             payload = (rewards, stats, store_snapshot(self.store))
         rewards, stats, snap = dist.broadcast(payload)
         self.ds.as_of = max(self.ds.as_of or 0, snap)  # later prompts see this step's exemplars (same on every rank)
@@ -174,6 +176,8 @@ class SpeedupReward:
                                           "speedup_p50", "speedup_p75", "max_speedup")})
         rec["evaluation_s"] += dt
         rec["completion_tokens"] += ntoks
+        for k in ("queue_backlog", "queue_depth", "jobs", "cache_hits"):  # summed over a step's reward calls
+            rec[k] = rec.get(k, 0) + stats.get(k, 0)
         rec["snapshot"] = snap
         if log_metric is not None:
             for k in ("success_rate", "speedup_p25", "speedup_p50", "speedup_p75"):
@@ -181,6 +185,23 @@ class SpeedupReward:
             log_metric("kernelrl/evaluation_s", dt)
         offset = sum(lens[: dist.rank()])
         return [float(x) for x in rewards[offset: offset + n_local]]
+
+
+def queue_backlog(svc) -> int:
+    """Unfinished jobs in the store's queue right now (queued, running, or waiting for a re-verification)."""
+    from kernelrl.store.queue import PENDING
+
+    counts = svc.queue.counts()
+    return int(sum(counts.get(st, 0) for st in PENDING))
+
+
+def queue_stats(results: list[dict[str, Any]], backlog: int) -> dict[str, int]:
+    """A step's load on the evaluators: ``jobs`` evaluated for it (parsed completions), ``cache_hits`` answered from
+    the store (the same source scored before, e.g. a memorised kernel), ``queue_depth`` the unfinished jobs its
+    evaluation waited behind and for (the backlog at submission plus its own jobs that needed a worker)."""
+    jobs = [r for r in results if "unparsed" not in (r.get("flags") or [])]
+    hits = sum(1 for r in jobs if r.get("cached"))
+    return {"jobs": len(jobs), "cache_hits": hits, "queue_backlog": backlog, "queue_depth": backlog + len(jobs) - hits}
 
 
 class _Gen:

@@ -53,7 +53,7 @@ def stage_policy_eval(ctx, model_dir: str, cfg, tasks, svc=None) -> dict[str, An
         return {}
     t0 = time.monotonic()
     own = svc is None
-    svc = svc or eval_service(ctx.store, ctx.recipe.eval)
+    svc = svc or eval_service(ctx.store, ctx.recipe.eval, ctx.recipe.gpus)
     try:
         m = policy_eval(model_dir, tasks, ctx.store, svc, k=cfg.eval_samples_per_task,
                         max_tokens=cfg.eval_max_new_tokens, temperature=cfg.eval_temperature, stage=ctx.stage,
@@ -125,7 +125,7 @@ def run_selfsup(ctx) -> dict[str, Any]:
         return {"metrics": {"iterations": s.iterations, "tasks": len(tasks), "start_model": start_model}}
     state_path = ctx.work_dir / "state.json"
     state = read_json(state_path) or {"iterations": [], "model_dir": start_model}
-    svc = eval_service(ctx.store, r.eval) if dist.is_main() else None
+    svc = eval_service(ctx.store, r.eval, r.gpus) if dist.is_main() else None
     try:
         for it in range(len(state["iterations"]), s.iterations):
             t0 = time.monotonic()
