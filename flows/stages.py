@@ -311,7 +311,10 @@ HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
     "sft": ("last_loss", "success_rate", "mean_speedup"),
     "selfsup": ("success_rate", "mean_speedup"),
     "crl": ("reward_mean_first", "reward_mean_last", "success_rate", "mean_speedup"),
-    "bench": ("tasks", "success", "faster", "median_speedup", "mean_speedup"),
+    # which row each number is (kernelrl/reports/stage.py): the trained policy's samples, the best kernel the run's
+    # policies generated during training, the teachers' best
+    "bench": ("policy_success_rate", "policy_mean_speedup", "run_best_mean_speedup", "teachers_best_mean_speedup",
+              "tasks"),
 }
 
 

@@ -55,10 +55,16 @@ def test_step_dry_run_and_a_run_without_candidates(tmp_path):
               "--set", "bench.plots=false", "--manifest-out", str(out)], home)
     assert r.returncode == 0, r.stderr
     m = json.loads(out.read_text())
-    assert m["status"] == "done" and m["metrics"]["success"] == 0 and m["metrics"]["mean_speedup"] == 0.0
-    assert "L3_mean_speedup" in m["metrics"] and "L2_mean_speedup" not in m["metrics"]
+    met = m["metrics"]
+    assert m["status"] == "done" and met["run_best_success"] == 0 and met["run_best_mean_speedup"] == 0.0
+    assert met["teachers_best_success"] == 0 and met["teachers_best"]["n"] == met["tasks"]
+    assert "L3_mean_speedup" in met["run_best"] and "L2_mean_speedup" not in met["run_best"]
+    # no trained stage: the trained-policy row is left out, and the manifest and report say so
+    assert "policy" not in met and "no finished" in met["policy_skipped"]
     report = Path(m["outputs"]["report"])
-    assert report.exists() and "no successful candidate" in report.read_text()
+    text = report.read_text()
+    assert report.exists() and "no successful candidate" in text and "no finished" in text
+    assert "best kernel the run's policies generated" in text and "teachers' best" in text
     assert Path(m["outputs"]["report_uri"], "report.json").exists()  # copied to the checkpoint store
     r = _run(["-m", "steps.bench", "--recipe", "smoke", "--run", "x", "--set", "bench.levels=oops"], home)
     assert r.returncode == 2 and "Traceback" not in r.stderr
@@ -224,4 +230,4 @@ def test_baselines_with_the_tiny_local_model(tmp_path):
     with st.session() as s:
         runs = sorted({a.run_name for a in s.scalars(select(AttemptRow)).all()})
     st.engine.dispose()
-    assert runs == ["baseline-evolve-tiny-bucket", "baseline-vanilla-tiny"]
+    assert runs == ["baseline-evolve-tiny-island", "baseline-vanilla-tiny"]  # the paper's evolve: islands

@@ -367,4 +367,4 @@ def test_cli_bench_stored_and_errors(tmp_path):
     r = _cli("bench", "--levels", "x", "--store-url", url)
     assert r.returncode == 2 and "--levels" in r.stderr
     r = _cli("bench", "ablations")
-    assert r.returncode == 0 and "crl.sampler.n_exemplars=0" in r.stdout and "crl.sampler.kind=island" in r.stdout
+    assert r.returncode == 0 and "crl.prompt=plain" in r.stdout and "crl.sampler.kind=island" in r.stdout

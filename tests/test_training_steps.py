@@ -26,7 +26,8 @@ SMALL = ["task_limit=1", "augment.max_trials=3", "eval.budget_s=0.2", "eval.corr
          "selfsup.iterations=2", "selfsup.samples_per_task=2", "selfsup.max_new_tokens=24",
          "selfsup.eval_samples_per_task=1", "selfsup.eval_max_new_tokens=24",
          "crl.steps=2", "crl.group_size=2", "crl.prompts_per_step=1", "crl.max_completion_length=24",
-         "crl.save_steps=1", "crl.eval_samples_per_task=1", "crl.eval_max_new_tokens=24"]
+         "crl.save_steps=1", "crl.eval_samples_per_task=1", "crl.eval_max_new_tokens=24", "crl.eval_prompt=both",
+         "bench.budget_s=0.2", "bench.correctness_trials=2", "bench.policy_samples_per_task=1", "bench.plots=false"]
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +189,20 @@ def test_all_stages_end_to_end(store_url, tmp_path, tiny_path):
     assert (after["attempts"], after["candidates"], after["evaluations"]) == (
         before["attempts"], before["candidates"], before["evaluations"])
     assert _evals_per_candidate(store_url) == 1
+    # issue 31: crl's pool is the run's own on the evaluation's device; its evaluation uses its own prompt first
+    assert tr["prompt"] == "contrastive" and tr["pool"].startswith(f"run {run}'s own candidates, device type cpu")
+    pe = m["metrics"]
+    assert pe["generation"]["prompt_format"] == "contrastive" and set(pe["by_prompt"]) == {"contrastive", "augment"}
+    assert pe["provenance"]["checkpoint"] == m["outputs"]["model_dir"] and pe["provenance"]["seed"] == 1234
+    assert "own candidates" in pe["provenance"]["pool"] and "pool" not in pe["by_prompt"]["augment"]["provenance"]
+
+    # bench: the trained policy first (fresh samples of crl's checkpoint), then the run's best and the teachers'
+    b = _step("bench", run, home, store_url, tiny_path)["metrics"]
+    assert b["policy"]["label"] == f"trained policy ({run} crl, contrastive prompt)" and b["policy_samples"] == 1
+    assert b["policy"]["provenance"]["checkpoint"] == m["outputs"]["model_dir"]
+    assert b["teachers_best_success"] >= 1  # the seed corpus's kernels (the SFT data)
+    assert b["run_best"]["label"].startswith("best kernel the run's policies generated")
+    assert b["run_best_success"] <= 1 and b["policy_success_rate"] <= 1.0
 
 
 def _wait_for(path_glob: Path, pattern: str, proc, timeout: float):

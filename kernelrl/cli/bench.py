@@ -5,7 +5,8 @@
     kernelrl bench --source kernels/ --source release.json --levels 1,2 --budget-s 60 --device cuda
     kernelrl bench --source myrun --stored --out r/                              # stored final scores, no timing
     kernelrl bench --source seeds --compare old/report.json                      # side by side with a report
-    kernelrl bench ladder --run myrun                                            # stage 1 / 1+2 / 1+2+crl
+    kernelrl bench --source policy:myrun/crl --source myrun/crl                   # the crl policy; best crl kernel
+    kernelrl bench ladder --run myrun                                            # sft / selfsup / crl policies
     kernelrl bench portability --from-device 'NVIDIA H100 80GB HBM3' --device cuda
     kernelrl bench baseline vanilla --llm URL#MODEL --k 5                         # best of k one-shot prompts
     kernelrl bench baseline evolve --llm URL#MODEL --rounds 5                     # contrastive search, frozen model
@@ -14,8 +15,10 @@
 
 ``--source`` (repeatable): ``seeds`` | ``seeds:all`` | a directory of ``<task>.py`` | a ``.json``/``.jsonl`` of task
 -> code | ``RUN/STAGE[+STAGE]`` | ``run:RUN`` or a run name | ``stage:STAGE`` or a stage name (see
-``kernelrl.reports.sources``). Every kernel is scored with the final-evaluation protocol through the evaluation
-service (stored with purpose 'final'); ``--stored`` reports the stored final scores instead.
+``kernelrl.reports.sources``) | ``policy:RUN/STAGE[@FORMAT]``: fresh samples of a stage's final checkpoint
+(``kernelrl.reports.policy``; what the trained model writes, not the best kernel the run found). Every kernel is
+scored with the final-evaluation protocol through the evaluation service (stored with purpose 'final');
+``--stored`` reports the stored final scores instead.
 """
 
 from __future__ import annotations
@@ -40,23 +43,26 @@ baseline_app = typer.Typer(help="Baselines: vanilla (best of k one-shot prompts)
 bench_app.add_typer(baseline_app, name="baseline")
 
 ABLATION_RECIPES = """\
-Ablations are recipe overrides of the pipeline, then a side-by-side bench of the runs' crl stages:
+The paper's ablations are recipe overrides of the pipeline (each run's crl pool is its own: crl.pool=run),
+then one report of the runs' trained policies (fresh samples of each final checkpoint, its own prompt format):
 
-  # plain GRPO without exemplars in the prompt (the paper's "1+2+plain GRPO")
-  kernelrl pipeline run --recipe R --run abl-noex --set crl.sampler.n_exemplars=0
-  # exemplar sampling: the paper's bucket sampler, island-based, uniform random
+  # stage ladder: stage 1 / 1+2 / 1+2+crl of one run (the policies after sft, selfsup and crl)
   kernelrl pipeline run --recipe R --run abl-bucket --set crl.sampler.kind=bucket
+  kernelrl bench ladder --run abl-bucket
+  # plain GRPO: the augmentation prompt, no exemplars, no contrastive instruction ("1+2+plain GRPO")
+  kernelrl pipeline run --recipe R --run abl-plain --set crl.prompt=plain
+  # exemplar sampling: the paper's bucket sampler, island-based (assigned, advanced, migrating), uniform random
   kernelrl pipeline run --recipe R --run abl-island --set crl.sampler.kind=island
   kernelrl pipeline run --recipe R --run abl-random --set crl.sampler.kind=random
-  # the table (final protocol, every run's best crl kernel per task)
-  kernelrl bench --source abl-noex/crl --label "plain GRPO" --source abl-random/crl --label random \\
-                 --source abl-island/crl --label island --source abl-bucket/crl --label bucket --out reports/ablations
-  # the stage ladder of one run: stage 1, 1+2, 1+2+crl
-  kernelrl bench ladder --run abl-bucket
+  # the table: each run's crl policy (add --source RUN/crl for the best kernel each run found while training)
+  kernelrl bench --recipe R --source policy:abl-plain/crl --label "plain GRPO" \\
+                 --source policy:abl-random/crl --label random --source policy:abl-island/crl --label island \\
+                 --source policy:abl-bucket/crl --label bucket --out reports/ablations
+  # the evolve baseline (no training): island sampling, up to 4 exemplars per prompt (the defaults)
+  kernelrl bench --recipe R baseline evolve --llm URL#MODEL --rounds 5
 
 Runs that share upstream stages reuse them through the flow's cache (same recipe values up to crl).
-n_exemplars=0 needs the recipe validator to accept 0 and the contrastive prompt to render with no exemplars
-(training / LLM layer); until then that override is refused at load time."""
+crl.sampler.n_exemplars=0 is accepted too: the contrastive prompt with no exemplar (not the paper's plain GRPO)."""
 
 
 def _levels(levels: str | None) -> list[int] | None:
@@ -94,7 +100,7 @@ def _recipe_sections(recipe: str | None) -> dict:
     from kernelrl.config.recipes import load_recipe
 
     r = load_recipe(recipe)
-    return {"eval_base": r.eval, "bench_base": r.bench}
+    return {"eval_base": r.eval, "bench_base": r.bench, "recipe": r}
 
 
 def _command() -> str:
@@ -136,7 +142,8 @@ def bench(
     levels: str = typer.Option(None, help="Comma-separated levels, e.g. 1,2 (default: all)."),
     source: list[str] = typer.Option(["seeds"], "--source", "-s", help="What to score (repeatable, one report "
                                      "column each): seeds | seeds:all | DIR | FILE.json | RUN/STAGE[+STAGE] | "
-                                     "run:RUN | RUN | stage:STAGE | STAGE."),
+                                     "run:RUN | RUN | stage:STAGE | STAGE | policy:RUN/STAGE[@own|augment|"
+                                     "contrastive|both] (fresh samples of a stage's final checkpoint)."),
     label: list[str] = typer.Option([], "--label", help="Column name for each --source, in order."),
     run: str = typer.Option(None, help="Narrow stage sources (stage:STAGE or a bare stage name) to this run."),
     out: Path = typer.Option(Path("bench-report"), help="Directory for report.md, report.json, tasks.csv, PNGs."),
@@ -157,7 +164,12 @@ def bench(
     max_minutes: float = typer.Option(None, help="Stop scoring after this many minutes; the rest is reported "
                                       "as not evaluated."),
     workers: int = typer.Option(1, help="In-process evaluation workers; 0 = rely on `kernelrl worker` processes."),
-    recipe: str = typer.Option(None, help="Start the protocol from this recipe's eval settings and bench budget."),
+    recipe: str = typer.Option(None, help="Start the protocol from this recipe's eval settings and bench budget "
+                               "(policy sources also sample with its knobs; default: the run's recipe)."),
+    policy_k: int = typer.Option(None, help="Policy sources: samples per task (default: the recipe's "
+                                 "bench.policy_samples_per_task)."),
+    policy_seed: int = typer.Option(None, help="Policy sources: sampling seed (default: recipe seed * 1000 + "
+                                    "4321)."),
     title: str = typer.Option(None, help="Report title."),
     task_limit: int = typer.Option(0, help="Use at most this many tasks (0 = all), spread over the levels."),
     tasks: str = typer.Option(None, help="Only these tasks: comma-separated names or keys (e.g. 02_Softmax,09_Swish)."),
@@ -175,7 +187,8 @@ def bench(
     ctx.obj.update(suite=suite, levels=levels, out=out, device=device, budget_s=budget_s,
                    correctness_trials=correctness_trials, workers=workers, recipe=recipe, title=title,
                    task_limit=task_limit, tasks=tasks, plots=plots, store_url=store_url, as_json=as_json,
-                   verbose=verbose, max_minutes=max_minutes, run=run, purpose=purpose, compare=compare)
+                   verbose=verbose, max_minutes=max_minutes, run=run, purpose=purpose, compare=compare,
+                   policy_k=policy_k, policy_seed=policy_seed)
     if ctx.invoked_subcommand is not None:
         return
     from kernelrl.reports.runner import BenchOptions, run_bench
@@ -190,7 +203,7 @@ def bench(
                         max_minutes=max_minutes, plots=plots, title=title, task_limit=task_limit,
                         tasks=_names(tasks),
                         local_workers=workers, chunk_size=_chunk(workers), command=_command(),
-                        **_recipe_sections(recipe))
+                        policy_k=policy_k, policy_seed=policy_seed, **_recipe_sections(recipe))
     report, paths = run_bench(opts, _store(store_url))
     _print_summary(report, paths, as_json)
 
@@ -206,27 +219,42 @@ def _opts_from_ctx(ctx: typer.Context, **kw):
                         local_workers=o["workers"], chunk_size=_chunk(o["workers"]), command=_command(),
                         **_recipe_sections(o["recipe"]), run=o["run"],
                         stored_purpose=None if o["purpose"] == "any" else o["purpose"],
-                        compare=list(o["compare"]), **kw)
+                        compare=list(o["compare"]), policy_k=o["policy_k"], policy_seed=o["policy_seed"], **kw)
 
 
 @bench_app.command("ladder")
 def ladder(
     ctx: typer.Context,
     run_name: str = typer.Option(..., "--run", help="The pipeline run whose stages to compare."),
+    prompt: str = typer.Option("own", help="Prompt format of the policies' samples: own (each stage's training "
+                               "format), augment, contrastive, or both (two rows per rung)."),
+    best: bool = typer.Option(True, help="Also the best kernel the run's policies generated and the teachers' best "
+                              "(separate, labelled rows)."),
 ) -> None:
-    """The stage ladder of one run: stage 1 (augment+sft), 1+2 (+selfsup), 1+2+crl, side by side.
+    """The stage ladder of one run (the paper's stage 1 / 1+2 / 1+2+RL): the trained policy after sft, selfsup and
+    crl, each sampled fresh from its final checkpoint (``policy:RUN/STAGE``; the recipe's bench
+    policy_samples_per_task, or --policy-k), then the best kernels found, labelled apart.
 
-    Each column is the best candidate per task among the stages up to that rung, re-scored with the final
-    protocol. (Bench options such as --budget-s go before the subcommand: kernelrl bench --budget-s 60 ladder ...)
+    (Bench options such as --budget-s go before the subcommand: kernelrl bench --budget-s 60 ladder ...)
     """
     from kernelrl.reports.runner import run_bench
+    from kernelrl.reports.stage import POLICY_STAGES, RUN_BEST_LABEL, TEACHERS_LABEL
 
     _setup_logging(ctx.obj["verbose"])
-    rungs = [("stage 1", "augment+sft"), ("stage 1+2", "augment+sft+selfsup"), ("stage 1+2+crl",
-                                                                                "augment+sft+selfsup+crl")]
-    opts = _opts_from_ctx(ctx, sources=[f"{run_name}/{st}" for _, st in rungs], labels=[lbl for lbl, _ in rungs])
+    store = _store(ctx.obj["store_url"])
+    rungs = [(lbl, st) for lbl, st in (("stage 1 (sft policy)", "sft"), ("stage 1+2 (selfsup policy)", "selfsup"),
+                                        ("stage 1+2+crl (crl policy)", "crl"))
+             if (store.stage_record(run_name, st) or {}).get("status") == "done"]
+    if not rungs and not best:
+        raise KernelRLError(f"run {run_name!r} has no finished sft, selfsup or crl stage")
+    sources = [f"policy:{run_name}/{st}@{prompt}" for _, st in rungs]
+    labels = [lbl for lbl, _ in rungs]
+    if best:
+        sources += [f"{run_name}/{'+'.join(POLICY_STAGES)}", f"{run_name}/augment"]
+        labels += [RUN_BEST_LABEL, TEACHERS_LABEL]
+    opts = _opts_from_ctx(ctx, sources=sources, labels=labels)
     opts.title = opts.title or f"stage ladder of run {run_name}"
-    report, paths = run_bench(opts, _store(ctx.obj["store_url"]))
+    report, paths = run_bench(opts, store)
     _print_summary(report, paths, ctx.obj["as_json"])
 
 
@@ -281,15 +309,17 @@ def baseline_evolve(
     llm: str = typer.Option(..., help="OpenAI-compatible 'https://host/v1#model', a local HF model path/id."),
     rounds: int = typer.Option(5, help="Search rounds per task."),
     samples: int = typer.Option(4, help="Samples per round."),
-    sampler: str = typer.Option("bucket", help="Exemplar sampler: bucket, island or random."),
-    run_name: str = typer.Option(None, "--run-name", help="Run name (default: baseline-evolve-<model>)."),
+    sampler: str = typer.Option("island", help="Exemplar sampler: island (the paper's evolve baseline: islands "
+                                "assigned, advanced, migrating), bucket or random."),
+    exemplars: int = typer.Option(4, help="Exemplars per prompt, at most (the paper's evolve baseline: 4)."),
+    run_name: str = typer.Option(None, "--run-name", help="Run name (default: baseline-evolve-<model>-<sampler>)."),
 ) -> None:
     """Contrastive search with a frozen model (kernelrl optimize per task), then final-score the best kernels."""
     from kernelrl.reports.baselines import run_evolve
 
     _setup_logging(ctx.obj["verbose"])
     report, paths = run_evolve(_opts_from_ctx(ctx), _store(ctx.obj["store_url"]), llm=llm, rounds=rounds,
-                               samples=samples, sampler=sampler, run_name=run_name)
+                               samples=samples, sampler=sampler, run_name=run_name, exemplars=exemplars)
     _print_summary(report, paths, ctx.obj["as_json"])
 
 

@@ -147,6 +147,16 @@ _POSITIVE = {
 }
 
 
+# Knobs with a fixed set of values (issue 31: pools, prompt formats, the bench's policy row).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "pool": ("run", "store"),
+    "prompt": ("contrastive", "plain"),
+    "eval_prompt": ("own", "augment", "contrastive", "both"),
+    "policy_prompt": ("own", "augment", "contrastive", "both"),
+    "policy_stage": ("auto", "crl", "selfsup", "sft", "none"),
+}
+
+
 def validate_values(obj: Any, where: str) -> None:
     for f in dataclasses.fields(obj):
         v = getattr(obj, f.name)
@@ -154,6 +164,10 @@ def validate_values(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.{f.name}: must be > 0, got {v!r}")
     if isinstance(obj, CRLConfig) and obj.group_size < 2:
         raise ConfigError(f"{where}.group_size: GRPO needs >= 2 samples per group, got {obj.group_size}")
+    for name, allowed in CHOICES.items():
+        v = getattr(obj, name, None)
+        if isinstance(v, str) and name in {f.name for f in dataclasses.fields(obj)} and v not in allowed:
+            raise ConfigError(f"{where}.{name}: expected {' or '.join(allowed)}, got {v!r}")
     if isinstance(obj, AugmentConfig):
         for name in ("max_retries", "retry_backoff_s"):
             if getattr(obj, name) < 0:

@@ -257,11 +257,16 @@ class EvalConfig:
 @dataclass
 class SamplerConfig:
     kind: str = knob("bucket", help="Exemplar sampling: bucket (the paper's), island, or random.")
-    n_exemplars: int = knob(2, help="Exemplars per prompt (N). The paper's runs used 2; its prompt figure shows 4.")
+    n_exemplars: int = knob(
+        2, help="Exemplars per prompt (N). The paper's runs used 2; its prompt figure shows 4. 0 keeps the "
+        "contrastive prompt (instructions, analysis section) with no exemplar; the paper's plain-GRPO ablation is "
+        "crl.prompt=plain instead.")
     bucket_width: float = knob(0.1, help="Score bucket width delta-s.")
     temperature: float = knob(1.0, help="Softmax temperature tau over centred bucket means.")
     n_islands: int = knob(4, help="Island sampler: number of islands.")
-    migration_interval: int = knob(10, help="Island sampler: rounds between reseeding the worse half of islands.")
+    migration_interval: int = knob(
+        10, help="Island sampler: rounds between reseeding the worse half of islands. A round is one GRPO step in "
+        "crl (every task whose prompts the step scored advances) and one search round in optimize/evolve.")
 
 
 @dataclass
@@ -304,6 +309,11 @@ class PolicyEvalKnobs:
 @dataclass
 class SFTConfig(PolicyEvalKnobs):
     epochs: float = knob(3.0, help="Passes over the successful snippets.")
+    eval_prompt: str = knob(
+        "own", help="Prompt format of that evaluation: own (the prompt the stage trained on: augmentation for sft "
+        "and selfsup, crl.prompt for crl), augment, contrastive (exemplars from crl.pool as the stage ended), or "
+        "both (augment and contrastive, each reported under by_prompt; the headline numbers are the own format's). "
+        "An RL policy scored only on the augmentation prompt is never scored on what it was trained with.")
     learning_rate: float = knob(2e-5, help="AdamW learning rate.")
     batch_size: int = knob(4, help="Per-device batch size.")
     grad_accum: int = knob(1, help="Gradient accumulation steps.")
@@ -366,6 +376,16 @@ class CRLConfig(PolicyEvalKnobs):
 @dataclass
 class BenchConfig:
     levels: list = knob([1, 2, 3], help="KernelBench levels to score.")
+    pool: str = knob(
+        "run", help="Exemplar pool of the contrastive prompts: run = the candidates this run produced (its augment "
+        "successes, i.e. its SFT data, then everything its policies generated), as in the paper; store = every "
+        "candidate of the task in the store (teachers and policies of other runs, baselines, bench kernels): runs "
+        "sharing a store then feed each other and a later run starts with better exemplars. Either way only "
+        "speedups measured on the evaluation's device type count (a CPU speedup is never a GPU prompt's exemplar).")
+    prompt: str = knob(
+        "contrastive", help="contrastive: the paper's prompt (exemplars with their speedups, the performance "
+        "analysis / algorithm design / code sections); plain: the augmentation prompt, no exemplars and no "
+        "contrastive instruction (the paper's '1+2+plain GRPO' ablation; the sampler is then unused).")
     # The final-evaluation protocol's one home: the pipeline's bench step, `kernelrl bench --recipe R` and
     # `kernelrl ablate --recipe R` all read these two (flags override them per invocation).
     correctness_trials: int = knob(1000, help="Correctness inputs per kernel (final-evaluation protocol; the paper: "
@@ -373,3 +393,15 @@ class BenchConfig:
     budget_s: float = knob(20.0, help="Timing seconds per kernel in the final evaluation (paper: 20 minutes; raise "
                            "for publication).")
     plots: bool = knob(True, help="Write PNG plots beside the Markdown report.")
+    policy_stage: str = knob(
+        "auto", help="Whose trained policy the bench stage samples first (its 'trained policy' row): crl, selfsup, "
+        "sft, or auto (the last of them that finished in the run); none skips the row. The run's best kernels "
+        "and the teachers' best follow as separate, labelled rows.")
+    policy_samples_per_task: int = knob(
+        4, help="k: samples per task from that policy's final checkpoint (fixed seeds, the stage's eval temperature "
+        "and token budget), each scored with this section's final protocol; every sample is a row, so the row's "
+        "success rate and mean are those of one sample of the policy, not of the best of many.")
+    policy_prompt: str = knob(
+        "own", help="Prompt format for those samples: own (the stage's training format), augment, contrastive, or "
+        "both (two rows, labelled). Contrastive exemplars come from the run's pool (crl.pool) as it stood when the "
+        "stage ended.")

@@ -6,8 +6,11 @@ frozen model), both final-scored like any other source.
   ``baseline-vanilla-<model>`` (origin_stage ``baseline-vanilla``); the candidates are scored with the
   training-reward protocol to pick the best per task, which is then re-scored with the final protocol
   (``run_bench`` over ``run:<run>``). Resumable: tasks that already have k attempts in the run are not asked again.
-- **evolve**: ``kernelrl.search`` (the ``kernelrl optimize`` loop) per task with a frozen model and the chosen
-  exemplar sampler, recorded under the run ``baseline-evolve-<model>``; then the same final scoring.
+- **evolve**: ``kernelrl.search`` (the ``kernelrl optimize`` loop) per task with a frozen model, recorded under the
+  run ``baseline-evolve-<model>-<sampler>``; then the same final scoring. The paper's evolve baseline: islands
+  (``sampler="island"``, assigned, advanced and migrating every ``migration_interval`` rounds) and up to 4
+  exemplars per prompt (``exemplars=4``); the pool is the run's own verified candidates (it starts from the
+  reference alone).
 
 Both reach the model only through ``kernelrl.llm`` (``make_backend``, ``augmentation_prompt``, ``parse_response``)
 and ``kernelrl.search.optimize_task``.
@@ -119,28 +122,36 @@ def _vanilla(opts, store, llm, k, run_name, temperature, generate, parse):
     return run_bench(opts, store)
 
 
-def run_evolve(opts: BenchOptions, store, *, llm: str, rounds: int = 5, samples: int = 4, sampler: str = "bucket",
-               run_name: str | None = None):
-    """Contrastive search with a frozen model per task (``kernelrl.search``), then final scoring."""
+def run_evolve(opts: BenchOptions, store, *, llm: str, rounds: int = 5, samples: int = 4, sampler: str = "island",
+               run_name: str | None = None, exemplars: int = 4, backend_kwargs: dict[str, Any] | None = None):
+    """Contrastive search with a frozen model per task (``kernelrl.search``), then final scoring. Defaults are the
+    paper's evolve baseline: island sampling, up to 4 exemplars per prompt."""
     try:
         from kernelrl.evaluation.service import EvalService
         from kernelrl.llm import make_backend
         from kernelrl.search import optimize_task
     except ImportError as e:
         raise KernelRLError(f"baseline evolve needs the search loop (kernelrl.search): {e}") from None
+    from dataclasses import asdict
+
+    from kernelrl.config.stages import SamplerConfig
+
+    if exemplars < 1:
+        raise KernelRLError("--exemplars: must be >= 1")
+    smp = SamplerConfig(kind=sampler, n_exemplars=exemplars)
     run_name = run_name or f"baseline-evolve-{model_slug(llm)}-{sampler}"
     tasks = load_tasks(opts.suite, opts.levels, opts.task_limit, opts.tasks)
     store.ensure_run(run_name, "baseline-evolve", config={"llm": llm, "rounds": rounds, "samples": samples,
-                                                          "sampler": sampler})
+                                                          "sampler": asdict(smp)})
     reward_cfg = opts.eval_base or EvalConfig()
     if opts.device:
         reward_cfg = replace(reward_cfg, device=opts.device)
-    backend = make_backend(llm)
+    backend = make_backend(llm, **(backend_kwargs or {}))
     try:
         with EvalService(store, reward_cfg, local_workers=max(1, opts.local_workers)) as service:
             for t in tasks:  # one run for every task: the report reads it back as run:<run_name>
                 try:
-                    optimize_task(t, llm=backend, rounds=rounds, samples=samples, sampler=sampler, run_name=run_name,
+                    optimize_task(t, llm=backend, rounds=rounds, samples=samples, sampler=smp, run_name=run_name,
                                   store=store, service=service, eval_config=reward_cfg)
                 except KernelRLError:
                     raise
@@ -148,6 +159,7 @@ def run_evolve(opts: BenchOptions, store, *, llm: str, rounds: int = 5, samples:
                     log.error("evolve on %s failed: %s", t.key, e)
     finally:
         backend.close()
-    opts = replace(opts, sources=[f"run:{run_name}"], labels=[f"evolve ({model_slug(llm)}, {sampler})"],
+    label = f"evolve ({model_slug(llm)}, {sampler}, up to {exemplars} exemplars)"
+    opts = replace(opts, sources=[f"run:{run_name}"], labels=[label],
                    title=opts.title or f"evolve baseline: {model_slug(llm)}, {rounds} rounds x {samples}")
     return run_bench(opts, store)

@@ -95,6 +95,7 @@ class SourceResult:
     unit: str = "task"  # "task": one row per task of the suite (missing = unsuccessful); "kernel": one per kernel
     notes: list[str] = field(default_factory=list)
     protocol: dict[str, Any] = field(default_factory=dict)  # budget_s, correctness_trials, device, purpose ...
+    provenance: dict[str, Any] = field(default_factory=dict)  # a policy source's checkpoint, prompt, pool, seeds
 
     def summaries(self) -> dict[str, stats.Summary]:
         return stats.summarize_rows(self.rows)

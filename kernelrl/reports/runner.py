@@ -67,6 +67,12 @@ class BenchOptions:
     # a kill) scores the same kernels and continues instead of timing each again (a second final row per kernel).
     resume: bool = False
 
+    # Policy sources (``policy:RUN/STAGE[@FORMAT]``, kernelrl.reports.policy): the recipe whose knobs they sample
+    # with (None: the run's recipe by name), samples per task (None: recipe.bench.policy_samples_per_task) and the
+    # seed (None: recipe.seed * 1000 + 4321).
+    recipe: Any = None
+    policy_k: int | None = None
+    policy_seed: int | None = None
 
 def load_tasks(suite: str, levels: list[int] | None, task_limit: int = 0, only: list[str] | None = None) -> list[Task]:
     """The tasks a recipe with this suite/levels/task_limit trains on (the same selection as the training
@@ -135,7 +141,7 @@ def build_source(resolved: ResolvedSource, tasks: list[Task], results: list[dict
     for pick, res in zip(resolved.picks, results):
         err = None
         if res is None:
-            err = not_evaluated if pick.source else "no candidate"
+            err = not_evaluated if pick.source else (pick.note or "no candidate")
         row = make_row(source=resolved.label, task_key=pick.task.key, task=pick.task.name, level=pick.task.level,
                        result=res, code=pick.source, variant=pick.variant, origin=pick.origin,
                        candidate_id=pick.candidate_id, error=err)
@@ -155,7 +161,8 @@ def build_source(resolved: ResolvedSource, tasks: list[Task], results: list[dict
     notes = list(resolved.notes)
     if not_eval:
         notes.append(f"{not_eval} kernels {not_evaluated}; they count as unsuccessful")
-    return SourceResult(resolved.label, resolved.spec, rows, resolved.unit, notes, protocol)
+    return SourceResult(resolved.label, resolved.spec, rows, resolved.unit, notes, protocol,
+                        provenance=dict(resolved.provenance))
 
 
 def _log_progress(done: int, total: int, pick: Pick, res: dict | None) -> None:
@@ -165,6 +172,29 @@ def _log_progress(done: int, total: int, pick: Pick, res: dict | None) -> None:
 
 
 def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) -> tuple[Report, dict[str, Path]]:
+def resolve_sources(opts: BenchOptions, tasks: list[Task], store, cfg: EvalConfig, purpose: str | None
+                    ) -> list[ResolvedSource]:
+    """Every ``--source`` resolved, in order; a policy source is sampled now (one source per prompt format)."""
+    from kernelrl.reports.policy import is_policy_spec, resolve_policy
+
+    kind = device_kind(cfg.device)
+    out: list[ResolvedSource] = []
+    for i, spec in enumerate(opts.sources):
+        label = opts.labels[i] if i < len(opts.labels) else None
+        if is_policy_spec(spec):
+            if opts.stored:
+                raise KernelRLError(f"--source {spec}: a policy source is sampled now; --stored does not apply")
+            from kernelrl.training.policy import device_scope
+
+            dtype, dkind = device_scope(cfg)  # contrastive prompts: the pool measured on the scoring device type
+            out += resolve_policy(spec, tasks, store, recipe=opts.recipe, k=opts.policy_k, seed=opts.policy_seed,
+                                  device_type=dtype, device_kind=dkind, label=label)
+            continue
+        out.append(resolve(spec, tasks, store=store, run=opts.run, top_k=opts.top_k, device_kind=kind, label=label,
+                           purpose=purpose, device_type=opts.device_type if opts.stored else None))
+    return out
+
+
     tasks = load_tasks(opts.suite, opts.levels, opts.task_limit, opts.tasks)
     if not tasks:
         raise KernelRLError(f"suite {opts.suite!r} has no tasks at levels {opts.levels}")
@@ -172,12 +202,8 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
         raise KernelRLError(f"{len(opts.labels)} labels for {len(opts.sources)} sources")
     cfg = final_config(opts.eval_base, bench=opts.bench_base, device=opts.device, budget_s=opts.budget_s,
                        correctness_trials=opts.correctness_trials)
-    kind = device_kind(cfg.device)
     purpose = opts.stored_purpose if opts.stored else ("reward" if opts.resume else None)
-    resolved = [resolve(spec, tasks, store=store, run=opts.run, top_k=opts.top_k, device_kind=kind,
-                        label=opts.labels[i] if i < len(opts.labels) else None, purpose=purpose,
-                        device_type=opts.device_type if opts.stored else None)
-                for i, spec in enumerate(opts.sources)]
+    resolved = resolve_sources(opts, tasks, store, cfg, purpose)
     task_order = {t.key: i for i, t in enumerate(tasks)}
     sources: list[SourceResult] = []
     if opts.stored:

@@ -11,6 +11,7 @@ Source specs (``kernelrl bench --source SPEC``, repeatable, each a column of the
 | ``RUN/STAGE[+STAGE...]`` | the best successful candidates per task that STAGE(s) of RUN produced |
 | ``run:RUN`` or a run's name | the best successful candidates per task over the whole run |
 | ``stage:STAGE`` or a stage name | the best of STAGE over every run (``--run`` narrows it) |
+| ``policy:RUN/STAGE[@FORMAT]`` | k fresh samples of the stage's final checkpoint, each a row (reports/policy.py) |
 
 A JSON record's task reference is ``task``, ``task_key``, ``name``, or ``level``/``level_id`` +
 ``task_id``/``problem_id``; its code is ``code``, ``custom_code``, ``source`` or ``kernel``.
@@ -62,6 +63,7 @@ class ResolvedSource:
     notes: list[str] = field(default_factory=list)
     run_name: str | None = None
     missing: str = "no candidate"  # the reason shown for a task this source has nothing for
+    provenance: dict[str, Any] = field(default_factory=dict)  # policy sources: checkpoint, prompt, pool, seeds
 
 
 # -- task references -----------------------------------------------------------------------------------------

@@ -222,13 +222,17 @@ def sample_policy(backend, tasks: list[Task], k: int, *, max_tokens: int, temper
 
 
 def policy_eval(model_dir: str, tasks: list[Task], store, svc, *, k: int, max_tokens: int, temperature: float,
-                stage: str, run: str, seed: int = 1234, device: str = "auto") -> dict[str, Any]:
-    """Sample a policy k times per task with the augmentation prompt and evaluate every sample: the success
-    rate and speedup numbers each stage reports (the same protocol for every stage, so they compare)."""
-    backend = load_policy(model_dir, device=device)
-    samples = sample_policy(backend, tasks, k, max_tokens=max_tokens, temperature=temperature, seed=seed)
+                stage: str, run: str, seed: int = 1234, device: str = "auto", prompt_fn=None,
+                prompt_format: str = "augment", backend=None) -> dict[str, Any]:
+    """Sample a policy k times per task and evaluate every sample: the success rate and speedup numbers each
+    stage reports. The augmentation prompt unless ``prompt_fn(task)`` gives another (``prompt_format`` names it
+    in ``generation`` and in the attempts' dedup keys); ``backend``: an already loaded policy."""
+    backend = backend or load_policy(model_dir, device=device)
+    samples = sample_policy(backend, tasks, k, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                            prompt_fn=prompt_fn)
+    fmt_key = "" if prompt_format == "augment" else f"{prompt_format}:"  # augment keeps the keys runs already have
     res = evaluate_samples(store, svc, samples, stage=f"{stage}-eval", run=run, model=str(model_dir),
-                           key_prefix=f"{run}:{stage}-eval:{seed}")
+                           key_prefix=f"{run}:{stage}-eval:{fmt_key}{seed}")
     m = summarize(res)
     m["per_task"] = {}
     for s, r in zip(samples, res):
@@ -236,5 +240,6 @@ def policy_eval(model_dir: str, tasks: list[Task], store, svc, *, k: int, max_to
         d["samples"] += 1
         d["successes"] += int(is_success(r))
         d["speedups"].append(round(reward_of(r), 3))
-    m["generation"] = {"max_tokens": max_tokens, "temperature": temperature, "k": k, "seed": seed}
+    m["generation"] = {"max_tokens": max_tokens, "temperature": temperature, "k": k, "seed": seed,
+                       "prompt_format": prompt_format, "checkpoint": str(model_dir)}
     return m

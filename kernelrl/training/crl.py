@@ -8,7 +8,10 @@ collator turns slot ids into prompts as batches are drawn: a slot's prompt is bu
 drawn, from the store *as of* the current snapshot (the newest evaluation id the reward function has seen),
 with the recipe's exemplar sampler (``crl.sampler``) seeded by (seed, slot), and then frozen. trl's
 RepeatSampler hands the same slot id to all G samples of a group, so they see the identical prompt; every rank
-builds it identically (same snapshot, same seed). The slot's
+builds it identically (same snapshot, same seed). The pool is the run's own candidates (``crl.pool: run``, the
+paper's: its SFT data, then what its policies generate) or the whole store (``store``), counting only speedups
+measured on the evaluation service's device type. ``crl.prompt: plain`` uses the augmentation prompt instead (no
+exemplars, no contrastive instruction: the paper's plain-GRPO ablation). The slot's
 ``snapshot`` and ``exemplar_ids`` columns reach the reward function through its kwargs and are stored on every
 attempt, so any prompt can be rebuilt later (``sample_exemplars(..., as_of=snapshot)``).
 
@@ -16,7 +19,10 @@ Reward (``SpeedupReward``): parses each completion, evaluates the code through t
 returns the speedup (0 when unparseable, unsuccessful or flagged). Under several processes the completions are
 gathered to rank 0, which alone stores and evaluates them and sends the scores back. Every attempt is stored
 (stage ``crl``, with snapshot + exemplar ids); every success is a candidate with an evaluation, hence a future
-exemplar. After each scoring the dataset's snapshot advances, so later prompts see the new exemplars.
+exemplar. After each scoring the dataset's snapshot advances, so later prompts see the new exemplars. With the
+island sampler (``crl.sampler.kind: island``) each new candidate is assigned to the island its prompt drew from,
+and every scoring ends a round for each task it scored (``advance``: the worse half of the islands is wiped and
+reseeded every ``migration_interval`` rounds); every rank applies the same assignments, so their states agree.
 
 Resume: trl checkpoints every ``save_steps`` (model, optimizer, scheduler, RNG, trainer state); beside them in
 each ``checkpoint-N`` we save ``kernelrl-crl-state.json`` (the snapshot the dataset had reached, the island
@@ -62,11 +68,17 @@ class ContrastivePromptDataset:
     """Slot i -> a contrastive prompt for task ``i % len(tasks)``, built from the store on first access.
     ``hf_dataset()`` is what trl iterates (slot ids); ``collate`` is the trainer's data collator."""
 
-    def __init__(self, tasks, store, recipe, n_slots: int, token_counter=None, state_path: Path | None = None):
+    def __init__(self, tasks, store, recipe, n_slots: int, token_counter=None, state_path: Path | None = None,
+                 run: str | None = None):
+        """``run``: whose candidates form the pool under ``crl.pool: run`` (None: the whole store). The device
+        scope starts as the eval config's device kind; ``train_crl`` narrows it to the service's device type."""
         from kernelrl.store.sampling import make_sampler
+        from kernelrl.training.policy import pool_scope
 
         self.tasks, self.store, self.recipe, self.n = list(tasks), store, recipe, int(n_slots)
         self.sampler = make_sampler(recipe.crl.sampler, state_path=state_path if dist.is_main() else None)
+        kind = "cuda" if str(recipe.eval.device).startswith("cuda") else "cpu" if recipe.eval.device == "cpu" else None
+        self.scope = pool_scope(recipe, run, device_kind=kind)
         self.task_ids = {t.key: store.upsert_task(t) for t in self.tasks} if dist.is_main() else None
         self.task_ids = dist.broadcast(self.task_ids)
         self.counter = token_counter
@@ -96,19 +108,41 @@ class ContrastivePromptDataset:
         return [self[int(f["slot"])] for f in features]
 
     def build(self, i: int) -> dict[str, Any]:
-        from kernelrl.llm.prompts import contrastive_prompt
-        from kernelrl.store.sampling import sample_exemplars
+        from kernelrl.llm.prompts import build_augment_messages, contrastive_prompt
+        from kernelrl.store.sampling import IslandSampler, sample_exemplars
 
         task = self.tasks[i % len(self.tasks)]
+        if self.recipe.crl.prompt == "plain":  # the plain-GRPO ablation: the one-shot prompt, nothing sampled
+            return {"prompt": build_augment_messages(task), "task_key": task.key, "snapshot": int(self.as_of or 0),
+                    "exemplar_ids": "[]", "slot": i, "island": -1}
         rng = random.Random(f"{self.recipe.seed}:{self.recipe.crl.seed}:{i}")
-        ex, snapshot = [], self.as_of or 0
+        ex, snapshot, island = [], self.as_of or 0, -1
         if self.recipe.crl.sampler.n_exemplars > 0:
-            ex, snapshot = sample_exemplars(self.store, self.task_ids[task.key], self.sampler, rng,
-                                            as_of=self.as_of)
+            tid = self.task_ids[task.key]
+            ex, snapshot = sample_exemplars(self.store, tid, self.sampler, rng, as_of=self.as_of, **self.scope)
+            if isinstance(self.sampler, IslandSampler) and self.sampler.last_island(tid) is not None:
+                island = int(self.sampler.last_island(tid))
         p = contrastive_prompt(task, ex, self.counter, self.recipe.model.max_prompt_tokens)
         shown = [e.candidate_id for e in p.shown]
         return {"prompt": p.messages, "task_key": task.key, "snapshot": int(snapshot or 0),
-                "exemplar_ids": json.dumps(shown), "slot": i}
+                "exemplar_ids": json.dumps(shown), "slot": i, "island": island}
+
+    def islands_round(self, assignments: list[tuple[str, int, int]], snapshot: int) -> int:
+        """The island sampler's bookkeeping after a scoring: each new candidate joins the island its prompt drew
+        from, then every task scored ends a round (migrating when due). Returns how many tasks migrated."""
+        from kernelrl.store.sampling import IslandSampler, load_pool
+
+        if not isinstance(self.sampler, IslandSampler):
+            return 0
+        for key, cid, island in assignments:
+            if cid is not None and island >= 0:
+                self.sampler.assign(cid, island, group=self.task_ids[key])
+        migrated = 0
+        for key in sorted({k for k, _, _ in assignments}):
+            tid = self.task_ids[key]
+            pool, _ = load_pool(self.store, tid, as_of=snapshot, **self.scope)
+            migrated += int(self.sampler.advance(pool, group=tid))
+        return migrated
 
 
 def _completion_text(c) -> str:
@@ -139,7 +173,8 @@ class SpeedupReward:
             self.svc.close()
 
     def __call__(self, prompts, completions, completion_ids=None, task_key=None, snapshot=None,
-                 exemplar_ids=None, slot=None, trainer_state=None, log_metric=None, **kw) -> list[float]:
+                 exemplar_ids=None, slot=None, trainer_state=None, log_metric=None, island=None,
+                 **kw) -> list[float]:
         t0 = time.monotonic()
         step = int(trainer_state.global_step) if trainer_state is not None else 0
         n_local = len(completions)
@@ -149,7 +184,7 @@ class SpeedupReward:
             local.append({"task_key": task_key[j], "text": _completion_text(completions[j]),
                           "snapshot": int(snapshot[j]), "exemplar_ids": json.loads(exemplar_ids[j]),
                           "slot": int(slot[j]), "ntok": len(ids) if ids is not None else None,
-                          "prompt": prompts[j]})
+                          "prompt": prompts[j], "island": int(island[j]) if island is not None else -1})
         everything = dist.gather_objects(local)
         lens = dist.gather_objects([n_local])
         payload = None
@@ -164,9 +199,11 @@ class SpeedupReward:
             rewards = [reward_of(r) for r in results]
             stats = summarize(results)
             stats.update(queue_stats(results, backlog))
-            payload = (rewards, stats, store_snapshot(self.store))
-        rewards, stats, snap = dist.broadcast(payload)
+            assignments = [(x["task_key"], r.get("candidate_id"), x["island"]) for x, r in zip(everything, results)]
+            payload = (rewards, stats, store_snapshot(self.store), assignments)
+        rewards, stats, snap, assignments = dist.broadcast(payload)
         self.ds.as_of = max(self.ds.as_of or 0, snap)  # later prompts see this step's exemplars (same on every rank)
+        migrated = self.ds.islands_round(assignments, snap)  # every rank: their island states stay identical
         dt = time.monotonic() - t0
         self.eval_s += dt
         ntoks = sum(x["ntok"] or 0 for x in everything)
@@ -179,6 +216,8 @@ class SpeedupReward:
         for k in ("queue_backlog", "queue_depth", "jobs", "cache_hits"):  # summed over a step's reward calls
             rec[k] = rec.get(k, 0) + stats.get(k, 0)
         rec["snapshot"] = snap
+        if migrated:
+            rec["island_migrations"] = rec.get("island_migrations", 0) + migrated
         if log_metric is not None:
             for k in ("success_rate", "speedup_p25", "speedup_p50", "speedup_p75"):
                 log_metric(f"kernelrl/{k}", float(stats[k]))
@@ -266,11 +305,16 @@ def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, pro
     n_slots = c.steps * c.prompts_per_step * c.grad_accum
     ds = ContrastivePromptDataset(tasks, store, recipe, n_slots,
                                   token_counter=lambda s: len(tok(s, add_special_tokens=False)["input_ids"]),
-                                  state_path=out_dir / "sampler-state.json")
+                                  state_path=out_dir / "sampler-state.json", run=run)
     resume = last_checkpoint(out_dir / "trainer")
     saved = read_json(Path(resume) / STATE_FILE, {}) if resume else {}
     ds.as_of = dist.broadcast(int(saved.get("as_of") or (store_snapshot(store) if dist.is_main() else 0)))
     reward = SpeedupReward(tasks, store, recipe, run, str(model_dir), ds)
+    from kernelrl.training.policy import describe_pool, device_scope
+
+    # the pool counts only speedups measured on the device type the service times on (rank 0 has the service)
+    dtype, kind = dist.broadcast(device_scope(recipe.eval, reward.svc) if dist.is_main() else None)
+    ds.scope.update(device_type=dtype, device_kind=kind)
     timing = {"generation_s": 0.0, "evaluation_s": 0.0, "update_s": 0.0}
     gen_box = {"s": 0.0}
     steps_total = c.steps
@@ -370,8 +414,15 @@ def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, pro
         "tokens_per_s": round(tok_total / gen_total, 1) if gen_total else None,
         "timing": {k: round(sum(ln.get(k) or 0.0 for ln in lines), 2) for k in timing},  # all steps, resumes too
         "snapshots": sorted({s["snapshot"] for s in ds.slots.values()}),
+        "final_snapshot": store_snapshot(store),  # the pool as training ended: what a later policy eval draws from
         "prompts_built": len(ds.slots),
+        "prompt": c.prompt, "pool": describe_pool(ds.scope), "pool_scope": dict(ds.scope),
+        "sampler": {"kind": c.sampler.kind, "n_exemplars": c.sampler.n_exemplars},
+        "seeds": {"recipe": recipe.seed, "crl": c.seed},
     }
+    if hasattr(ds.sampler, "groups"):  # island sampler: rounds, migrations and sizes per task
+        metrics["islands"] = {str(g): {"rounds": st["round"], "migrations": st["migrations"],
+                                       "sizes": [len(i) for i in st["islands"]]} for g, st in ds.sampler.groups.items()}
     atomic_json(metrics_path, metrics)
     return {"model_dir": str(final), "metrics": metrics, "metrics_log": str(jsonl)}
 

@@ -56,9 +56,10 @@ def augment_pairs(store, tasks, run: str, stages: tuple[str, ...] = ("augment",)
 
 
 def with_contrastive_copies(rows: list[dict], store, tasks, recipe, copies: int, token_counter=None,
-                            seed: int = 0) -> list[dict]:
+                            seed: int = 0, run: str | None = None) -> list[dict]:
     """``rows`` plus, for each row, ``copies`` rows with the same completion under a contrastive prompt whose
-    exemplars are drawn from the task's store pool by the recipe's crl sampler (see SFTConfig.contrastive_copies).
+    exemplars are drawn by the recipe's crl sampler from the pool crl will use (``crl.pool``: the run's own
+    candidates, or the store; on the evaluation's device type) (see SFTConfig.contrastive_copies).
     Rows need ``task_key``; the draw is seeded by (seed, row index, copy)."""
     if copies <= 0:
         return rows
@@ -66,15 +67,18 @@ def with_contrastive_copies(rows: list[dict], store, tasks, recipe, copies: int,
 
     from kernelrl.llm.prompts import contrastive_prompt
     from kernelrl.store.sampling import make_sampler, sample_exemplars
+    from kernelrl.training.policy import device_scope, pool_scope
 
     by_key = {t.key: t for t in tasks}
     sampler = make_sampler(recipe.crl.sampler)
+    dtype, kind = device_scope(recipe.eval)
+    scope = pool_scope(recipe, run, device_type=dtype, device_kind=kind)
     out = list(rows)
     for i, r in enumerate(rows):
         task = by_key[r["task_key"]]
         tid = store.upsert_task(task)
         for c in range(copies):
-            ex, _snap = sample_exemplars(store, tid, sampler, random.Random(f"{seed}:{i}:{c}"))
+            ex, _snap = sample_exemplars(store, tid, sampler, random.Random(f"{seed}:{i}:{c}"), **scope)
             p = contrastive_prompt(task, ex, token_counter, recipe.model.max_prompt_tokens)
             out.append({**r, "prompt": p.messages})
     return out

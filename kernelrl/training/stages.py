@@ -14,7 +14,7 @@ from typing import Any
 
 from kernelrl.training import dist
 from kernelrl.training.common import (atomic_json, completion_text, eval_service, evaluate_samples, is_success,
-                                      policy_eval, read_json, recipe_tasks, sample_policy, summarize)
+                                      read_json, recipe_tasks, sample_policy, summarize)
 
 log = logging.getLogger("kernelrl.training")
 
@@ -48,20 +48,25 @@ def base_model(ctx) -> str:
 
 
 def stage_policy_eval(ctx, model_dir: str, cfg, tasks, svc=None) -> dict[str, Any]:
-    """The end-of-stage policy evaluation (same protocol in every stage: augmentation prompt, seeded)."""
+    """The end-of-stage policy evaluation: seeded, the same k/temperature/budget knobs in every stage, in the
+    prompt format(s) of ``cfg.eval_prompt`` (own: the stage's training prompt); contrastive prompts draw from the
+    run's pool (``crl.pool``) on the evaluation's device type. Records pool, format, checkpoint and seed."""
+    from kernelrl.training.policy import device_scope, evaluate_checkpoint, pool_scope
+
     if cfg.eval_samples_per_task <= 0:
         return {}
-    t0 = time.monotonic()
     own = svc is None
     svc = svc or eval_service(ctx.store, ctx.recipe.eval, ctx.recipe.gpus)
     try:
-        m = policy_eval(model_dir, tasks, ctx.store, svc, k=cfg.eval_samples_per_task,
-                        max_tokens=cfg.eval_max_new_tokens, temperature=cfg.eval_temperature, stage=ctx.stage,
-                        run=ctx.run, seed=ctx.recipe.seed * 1000 + 1234)
+        dtype, kind = device_scope(ctx.recipe.eval, svc)
+        m = evaluate_checkpoint(model_dir, ctx.stage, tasks, ctx.store, svc, ctx.recipe, run=ctx.run,
+                                choice=cfg.eval_prompt, k=cfg.eval_samples_per_task,
+                                max_tokens=cfg.eval_max_new_tokens, temperature=cfg.eval_temperature,
+                                seed=ctx.recipe.seed * 1000 + 1234,
+                                scope=pool_scope(ctx.recipe, ctx.run, device_type=dtype, device_kind=kind))
     finally:
         if own:
             svc.close()
-    m["wall_s"] = round(time.monotonic() - t0, 2)
     return m
 
 
@@ -91,7 +96,8 @@ def run_sft(ctx) -> dict[str, Any]:
         raise KernelRLError(f"run {ctx.run!r}: augmentation produced no successful snippet to train on")
     t0 = time.monotonic()
     base = base_model(ctx)
-    rows = with_contrastive_copies(pairs, ctx.store, tasks, r, r.sft.contrastive_copies, token_counter(base), r.seed)
+    rows = with_contrastive_copies(pairs, ctx.store, tasks, r, r.sft.contrastive_copies, token_counter(base), r.seed,
+                                   run=ctx.run)
     progress(0.0, f"sft on {len(pairs)} pairs ({len(rows)} examples)")
     final = sft_train(base, rows, ctx.work_dir, r.sft, seed=r.seed, dtype=r.model.dtype,
                       log_path=ctx.work_dir / "train-log.json", progress=progress, span=(0.0, 0.8))
@@ -150,7 +156,7 @@ def run_selfsup(ctx) -> dict[str, Any]:
                             for smp, res in zip(samples, results) if is_success(res) and res.get("source")]
                 stats["successes"] = sum(1 for res in results if is_success(res))
                 rows = with_contrastive_copies(rows, ctx.store, tasks, r, s.sft.contrastive_copies,
-                                               token_counter(state["model_dir"]), r.seed + it + 1)
+                                               token_counter(state["model_dir"]), r.seed + it + 1, run=ctx.run)
                 stats["trained_on"] = len(rows)
             rows, stats = dist.broadcast((rows, stats))
             it_dir = ctx.work_dir / f"iter-{it}"
