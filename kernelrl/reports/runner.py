@@ -171,7 +171,6 @@ def _log_progress(done: int, total: int, pick: Pick, res: dict | None) -> None:
              f"{float(res.get('speedup') or 0):.2f}x" if ok else (res or {}).get("error") or "unsuccessful")
 
 
-def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) -> tuple[Report, dict[str, Path]]:
 def resolve_sources(opts: BenchOptions, tasks: list[Task], store, cfg: EvalConfig, purpose: str | None
                     ) -> list[ResolvedSource]:
     """Every ``--source`` resolved, in order; a policy source is sampled now (one source per prompt format)."""
@@ -195,6 +194,7 @@ def resolve_sources(opts: BenchOptions, tasks: list[Task], store, cfg: EvalConfi
     return out
 
 
+def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) -> tuple[Report, dict[str, Path]]:
     tasks = load_tasks(opts.suite, opts.levels, opts.task_limit, opts.tasks)
     if not tasks:
         raise KernelRLError(f"suite {opts.suite!r} has no tasks at levels {opts.levels}")
