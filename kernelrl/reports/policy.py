@@ -89,9 +89,11 @@ def checkpoint_dir(record: dict[str, Any], run: str, stage: str, settings=None) 
         from kernelrl.config.settings import get_settings
 
         settings = get_settings()
-    name = "runs/" + str(uri).split(f"runs/{run}/", 1)[1]
-    dest = Path(settings.home) / "cache" / "policies" / name
-    return Path(open_checkpoint_store(settings).get_dir(name, dest))
+    name = f"runs/{run}/" + str(uri).split(f"runs/{run}/", 1)[1]
+    dest = Path(open_checkpoint_store(settings).get_dir(name, Path(settings.home) / "cache" / "policies" / name))
+    if not (dest / "config.json").exists():
+        raise KernelRLError(f"run {run!r} stage {stage}: checkpoint {uri} is not a model directory (no config.json)")
+    return dest
 
 
 def _stage_snapshot(record: dict[str, Any]) -> int | None:

@@ -69,9 +69,17 @@ def policy_spec(ctx) -> tuple[str | None, str]:
     b = ctx.recipe.bench
     if b.policy_stage == "none" or b.policy_samples_per_task <= 0:
         return None, "bench.policy_stage is none (or no samples per task): no trained-policy row"
+    from kernelrl.errors import KernelRLError
+    from kernelrl.reports.policy import checkpoint_dir
+
     stage = last_trained_stage(ctx.store, ctx.run) if b.policy_stage == "auto" else b.policy_stage
-    if not stage or (ctx.store.stage_record(ctx.run, stage) or {}).get("status") != "done":
+    record = ctx.store.stage_record(ctx.run, stage) if stage else None
+    if not stage or (record or {}).get("status") != "done":
         return None, f"run {ctx.run} has no finished {b.policy_stage if stage is None else stage} stage to sample"
+    try:  # a checkpoint this machine cannot load costs the row, not the report (the reason is in both)
+        checkpoint_dir(record, ctx.run, stage, ctx.settings)
+    except KernelRLError as e:
+        return None, f"trained-policy row left out: {e}"
     return f"policy:{ctx.run}/{stage}@{b.policy_prompt}", ""
 
 
