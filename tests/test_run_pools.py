@@ -94,3 +94,25 @@ def test_migration_backfills_links_from_candidates_and_attempts(store_url):
     assert links == [(k, "smoke", "augment"), (k, "try1", "augment"), (k, "try1", "crl")]
     assert s.stats()["candidates"] == 2 and s.run_candidate_ids("try1") == {k}
     s.engine.dispose()
+
+
+def test_a_run_reports_the_kernels_it_produced_even_when_another_run_produced_them_first(store):
+    """The issue's `try1` after `smoke`: its correct candidates were first produced by `smoke`; its bench still
+    counts them (and the teachers' row and the policies' row stay apart by stage)."""
+    from kernelrl.reports.sources import best_from_store
+
+    task = make_task()
+    tid = store.upsert_task(task)
+    teacher = store.add_candidate(tid, "teacher kernel", origin_stage="augment", run_name="smoke")
+    store.add_candidate(tid, "teacher kernel", origin_stage="augment", run_name="try1")
+    sample = store.add_candidate(tid, "policy kernel", origin_stage="crl", run_name="smoke")
+    store.add_attempt(tid, stage="crl", run_name="try1", candidate_id=sample, response="r", dedup_key="t1")
+    _ok(store, teacher, 2.0)
+    _ok(store, sample, 1.5)
+    for run in ("smoke", "try1"):
+        assert [c["candidate_id"] for c in best_from_store(store, [task.key], run=run)[task.key]] == [teacher]
+        assert [c["candidate_id"] for c in best_from_store(store, [task.key], run=run, stages=["crl"])[task.key]] \
+            == [sample]
+    assert best_from_store(store, [task.key], run="other") == {}
+    # a stage over every run: the stage's links, and candidates first produced by it
+    assert [c["candidate_id"] for c in best_from_store(store, [task.key], stages=["crl"])[task.key]] == [sample]
