@@ -147,7 +147,7 @@ def test_evolve_baseline_uses_islands_and_up_to_4_exemplars(isolated_home, chat_
 
     silu = "".join(ln for ln in [s for s in load_seeds(get_task("09_Swish")) if s.name == "silu"][0]
                    .source.splitlines(keepends=True) if not ln.startswith("# "))
-    for note in ("fused", "variant a", "variant b"):
+    for note in ("fused", "variant a"):
         code = silu + f"# {note}\n"
         chat_server.faults.append(f"canned:## Performance Analysis\n{note}\n\n## Algorithm Design\n1. {note}\n\n"
                                   f"## Code Implementation\n```python\n{code}```\n")
@@ -157,7 +157,7 @@ def test_evolve_baseline_uses_islands_and_up_to_4_exemplars(isolated_home, chat_
                         plots=False, artifacts=False,
                         eval_base=EvalConfig(device="cpu", budget_s=0.2, correctness_trials=2, reverify=False,
                                              interference_factor=1e9))
-    report, _ = run_evolve(opts, store, llm=f"{chat_server.base_url}#tiny", rounds=2, samples=2,
+    report, _ = run_evolve(opts, store, llm=f"{chat_server.base_url}#tiny", rounds=2, samples=1,
                            backend_kwargs={"concurrency": 1, "backoff_s": 0.01, "timeout_s": 30})
     run = "baseline-evolve-tiny-island"
     with store.session() as s:
@@ -168,5 +168,5 @@ def test_evolve_baseline_uses_islands_and_up_to_4_exemplars(isolated_home, chat_
     (group,) = state["groups"].values()
     assert group["round"] == 2 and len(group["seen"]) >= 1
     later = [r["messages"][-1]["content"] for r in chat_server.requests[1:]]
-    assert len(later) == 2 and all("### Implementation 1: speedup" in t for t in later)
+    assert len(later) == 1 and "### Implementation 1: speedup" in later[0] and "# fused" in later[0]
     assert report.sources[0].summaries()["all"].success == 1

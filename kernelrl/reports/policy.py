@@ -97,7 +97,8 @@ def checkpoint_dir(record: dict[str, Any], run: str, stage: str, settings=None) 
 
 
 def _stage_snapshot(record: dict[str, Any]) -> int | None:
-    """The exemplar snapshot the stage ended at (crl records it), so contrastive prompts see that pool."""
+    """The exemplar snapshot the stage ended at, so contrastive prompts see that pool: crl records it, and so does
+    a stage evaluated in the contrastive format; otherwise None (the pool as it is now)."""
     m = (record.get("manifest") or {}).get("metrics") or {}
     snap = (m.get("training") or {}).get("final_snapshot") or (m.get("provenance") or {}).get("as_of")
     return int(snap) if snap else None
