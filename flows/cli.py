@@ -70,20 +70,24 @@ def register(app: typer.Typer) -> None:
             if not _step_exists(module_prefix, stage):
                 raise ConfigError(f"step module {module_prefix}.{stage} does not exist yet")
         ensure_prefect_env()
+        resume = resume_command(run, recipe, sets, runner, module_prefix)
         typer.echo(f"pipeline {run}: recipe {recipe}, {' -> '.join(s for s, _ in plan)} ({runner} runner)")
+        from flows import interrupt
         from flows.pipeline import pipeline
 
-        state = pipeline(run=run, recipe=recipe, from_stage=from_stage, only=only, force=force, overrides=overrides,
-                         runner=runner, retries=retries, retry_delay_s=retry_delay, module_prefix=module_prefix,
-                         return_state=True)
+        if not verbose:
+            _quiet_prefect_errors()
+        interrupt.install(resume, run)  # Ctrl-C: stop the step, one line, exit 130 (flows/interrupt.py)
+        try:
+            state = pipeline(run=run, recipe=recipe, from_stage=from_stage, only=only, force=force,
+                             overrides=overrides, runner=runner, retries=retries, retry_delay_s=retry_delay,
+                             module_prefix=module_prefix, return_state=True)
+        except Exception as e:  # Prefect itself failed (its temporary server did not start, the API went away)
+            raise typer.Exit(_failed(run, resume, e, None)) from None
+        finally:
+            interrupt.uninstall()
         if not state.is_completed():
-            err = state.result(raise_on_failure=False)
-            msg = str(err).splitlines()[0] if isinstance(err, BaseException) and str(err) else state.message
-            typer.secho(f"pipeline {run}: failed: {msg}", err=True, fg=typer.colors.RED)
-            typer.echo(f"resume with: kernelrl pipeline run --recipe {recipe} --run {run} (finished stages skip); "
-                       f"see: kernelrl pipeline status --run {run}", err=True)
-            _where(run)
-            raise typer.Exit(1)
+            raise typer.Exit(_failed(run, resume, state.result(raise_on_failure=False), state.message))
         result = state.result()
         report = result.get("report") or report_path(_bench_manifest(run))
         _summary(run, result)
@@ -104,19 +108,113 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         table = Table(title=f"run {run}")
-        for col in ("stage", "status", "attempts", "cache key", "outputs / error"):
-            table.add_column(col)
+        for col in ("stage", "status", "attempts", "cache key", "error"):
+            table.add_column(col, overflow="fold")
+        outputs = []
         for stage, rec in records.items():
             if rec is None:
                 table.add_row(stage, "-", "", "", "")
                 continue
-            detail = rec.get("error") or ", ".join(f"{k}={v}" for k, v in
-                                                   ((rec.get("manifest") or {}).get("outputs") or {}).items())
             table.add_row(stage, rec["status"], str(rec.get("attempts") or 0), (rec.get("cache_key") or "")[:12],
-                          str(detail)[:200])
+                          str(rec.get("error") or ""))
+            outputs += [(stage, k, v) for k, v in ((rec.get("manifest") or {}).get("outputs") or {}).items() if v]
         Console().print(table)
+        # Outputs as plain lines, whole: a path cut or wrapped by the table cannot be copied (issue 33).
+        for stage, name, value in outputs:
+            typer.echo(f"{stage} {name}: {value}")
 
     app.add_typer(group, name="pipeline")
+
+
+def resume_command(run: str, recipe: str, sets: list[str], runner: str, module_prefix: str) -> str:
+    """The command that resumes this run: same recipe, run, --set values (they are part of the stages' cache
+    keys: without them every stage would run again) and runner; finished stages skip."""
+    import shlex
+
+    parts = ["kernelrl", "pipeline", "run", "--recipe", recipe, "--run", run]
+    for item in sets:
+        parts += ["--set", item]
+    if runner != "local":
+        parts += ["--runner", runner]
+    if module_prefix != "steps":
+        parts += ["--steps-module", module_prefix]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _failed(run: str, resume: str, err, message: str | None) -> int:
+    """A failed run: one line on stderr (stage, reason, the next command), the traceback appended to the
+    stage's log; returns the exit status (2: bad input or an upstream stage missing, which retrying cannot fix;
+    1: a failure that a rerun may get past)."""
+    import re
+    import traceback
+
+    from flows.runner import StepFailed
+
+    exc = err if isinstance(err, BaseException) else None
+    stage = getattr(exc, "pipeline_stage", None) or getattr(exc, "stage", None) or "pipeline"
+    text = (str(exc).splitlines() or [""])[0] if exc is not None else ""
+    reason = (text or (type(exc).__name__ if exc else message) or "failed").removeprefix(f"step {stage}: ")
+    reason, _, log = reason.partition(" (full log: ")
+    log = log.rstrip(")") or str(_log_path(run, stage))
+    user = isinstance(exc, KernelRLError) or (isinstance(exc, StepFailed) and not exc.retryable)
+    upstream = re.search(r"upstream stage '(\w+)'", reason)
+    if upstream:
+        reason = reason.split("; run it first")[0]
+        line = f"stage {stage} cannot start: {reason}; next: {resume} --from {upstream[1]}"
+    elif user:
+        reason = reason.removeprefix("user error (exit 2): ").removeprefix("error: ")
+        line = f"stage {stage}: bad input: {reason} (log: {log}); next: correct it and run {resume}"
+    else:
+        line = f"stage {stage} failed: {reason} (log: {log}); next: {resume} (finished stages skip)"
+    if exc is not None:
+        _append_log(log, f"pipeline {run}: {line}", "".join(traceback.format_exception(exc)))
+    typer.secho(f"error: pipeline {run}: {line}", err=True, fg=typer.colors.RED)
+    _where(run)
+    return 2 if user or upstream else 1
+
+
+def _log_path(run: str, stage: str):
+    from flows.stages import stage_log_path
+    from kernelrl.config.settings import load_settings
+
+    return stage_log_path(load_settings(), run, stage)
+
+
+def _append_log(path: str, headline: str, trace: str) -> None:
+    """The traceback goes to the stage log (the console gets one line)."""
+    import time
+    from pathlib import Path
+
+    try:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "a", errors="replace") as f:
+            f.write(f"===== {time.strftime('%Y-%m-%d %H:%M:%S')} {headline}\n{trace}")
+    except OSError:
+        pass
+
+
+def _quiet_prefect_errors() -> None:
+    """Prefect's console handler prints a failed task's and flow's exception with its traceback (45-53 lines for
+    one missing upstream stage); the command prints one line for it instead and the stage log keeps the
+    traceback. Its warnings still show; ``--verbose`` shows everything."""
+    import logging
+
+    try:
+        from prefect.logging.handlers import PrefectConsoleHandler
+    except ImportError:
+        return
+
+    class NoErrors(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return record.levelno < logging.ERROR
+
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    for lg in loggers:
+        for h in lg.handlers:
+            if isinstance(h, PrefectConsoleHandler) and not any(isinstance(f, NoErrors) for f in h.filters):
+                h.addFilter(NoErrors())
 
 
 def _console(verbose: bool) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flows import interrupt
 from flows.runner import (ProgressFn, StepFailed, StepOutput, check_manifest, exit_failure, stage_logger,
                           step_args, with_log_path)
 from flows.stepenv import settings_env, step_env
@@ -235,6 +236,7 @@ class DockerRunner:
         except docker.errors.APIError as e:
             raise StepFailed(stage, f"cannot start container: {e.explanation or e}", retryable=True) from None
         out = StepOutput(stage, logger, on_progress, log_file=log_file, header=f"container {spec['name']}")
+        stop_token = interrupt.track(lambda grace_s: _stop_container(container, grace_s), stage)  # Ctrl-C
         timer = None
         timed_out = threading.Event()
         if self.timeout_s:
@@ -258,6 +260,7 @@ class DockerRunner:
                 out.line(buf)
             code = int(container.wait().get("StatusCode", -1))
         finally:
+            interrupt.untrack(stop_token)
             out.close()
             if timer is not None:
                 timer.cancel()
@@ -270,6 +273,14 @@ class DockerRunner:
         if code != 0:
             raise exit_failure(stage, code, out.error_hint())
         return check_manifest(stage, run_name, manifest_out, out.manifest_line, logger)
+
+
+def _stop_container(container, grace_s: float) -> None:
+    """Ctrl-C of the pipeline: stop the step's container (SIGTERM, SIGKILL after ``grace_s``) and remove it."""
+    try:
+        container.stop(timeout=max(0, int(grace_s)))
+    finally:
+        container.remove(force=True)
 
 
 def _docker_client(stage: str):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flows import interrupt
 from flows.runner import (REPO_ROOT, ProgressFn, StepFailed, StepOutput, check_manifest, exit_failure,
                           stage_logger, step_args, with_log_path)
 from flows.stepenv import step_env
@@ -105,6 +106,7 @@ class LocalProcessRunner:
                                     errors="replace", start_new_session=True, preexec_fn=_die_with_parent)
         except OSError as e:
             raise StepFailed(stage, f"cannot start {cmd[0]}: {e}", retryable=False) from None
+        stop_token = interrupt.track(lambda grace_s: interrupt.stop_process_group(proc, grace_s), stage)  # Ctrl-C
         lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
 
         def pump(stream, name: str) -> None:
@@ -136,6 +138,7 @@ class LocalProcessRunner:
                     out.line(line, name)
             code = proc.wait()
         finally:
+            interrupt.untrack(stop_token)
             if proc.poll() is None:  # cancelled or crashed while streaming: do not leave the step behind
                 self._stop(proc)
         if timed_out:

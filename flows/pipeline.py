@@ -94,6 +94,18 @@ def _summary_markdown(run: str, recipe: str, results: dict[str, dict[str, Any]],
     return "\n".join(lines) + "\n"
 
 
+def _note_flow_run() -> None:
+    """Tell the Ctrl-C handler (flows/interrupt.py) which flow run to mark cancelled."""
+    try:
+        from prefect.runtime import flow_run
+
+        from flows.interrupt import note_flow_run
+
+        note_flow_run(flow_run.id)
+    except Exception:
+        pass
+
+
 @flow(name="kernelrl-pipeline", flow_run_name="{run}")
 def pipeline(run: str, recipe: str = DEFAULT_RECIPE, from_stage: str | None = None, only: str | None = None,
              force: bool = False, overrides: dict[str, Any] | None = None, runner: str = "local",
@@ -111,6 +123,7 @@ def pipeline(run: str, recipe: str = DEFAULT_RECIPE, from_stage: str | None = No
     from prefect.artifacts import create_markdown_artifact
 
     plan = select_stages(from_stage, only, stages)
+    _note_flow_run()
     results: dict[str, dict[str, Any]] = {}
     failed = None
     fleet = None
@@ -124,6 +137,10 @@ def pipeline(run: str, recipe: str = DEFAULT_RECIPE, from_stage: str | None = No
     except BaseException as e:
         failed = (next((s for s, _ in plan if s not in results), "?"), str(e).splitlines()[0][:500] if str(e) else
                   type(e).__name__)
+        try:
+            e.pipeline_stage = failed[0]  # `kernelrl pipeline run` names the stage in its one error line
+        except Exception:
+            pass
         raise
     finally:
         if fleet is not None:

@@ -214,10 +214,25 @@ def test_stage_flow_and_cli(home):
         r = subprocess.run([sys.executable, "-m", "kernelrl.cli", "pipeline", *args], capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 2 and r.stderr.startswith("error: ") and len(r.stderr.splitlines()) == 1, r.stderr
-    # a failing stage: exit 1 with how to resume
+    # pipeline status: outputs as whole lines (a path cut by a table cannot be copied)
+    res = cli.invoke(app, ["pipeline", "status", "--run", "c1"])
+    ckpt = json.loads(cli.invoke(app, ["pipeline", "status", "--run", "c1", "--json"]).output)["sft"]["manifest"]
+    assert res.exit_code == 0 and f"sft checkpoint: {ckpt['outputs']['checkpoint']}\n" in res.output, res.output
+    # a stage with bad input: exit 2, one line with the stage, the reason and the next command (issue 33)
     control(home, "crl", user_error=True)
     res = cli.invoke(app, ["pipeline", "run", "--run", "c2", "--steps-module", FAKE, "--retry-delay", "0"])
-    assert res.exit_code == 1 and "resume with" in res.output
+    assert res.exit_code == 2, res.output
+    assert re.search(r"^error: pipeline c2: stage crl: bad input: .* \(log: .*/runs/c2/logs/crl\.log\); next: "
+                     rf"correct it and run kernelrl pipeline run --recipe smoke --run c2 --steps-module {FAKE}$",
+                     res.output, re.M), res.output
+    # a stage that keeps crashing: exit 1, and the next command resumes; the flow's traceback is in the stage log
+    control(home, "crl", fail_times=5)
+    res = cli.invoke(app, ["pipeline", "run", "--run", "c2", "--steps-module", FAKE, "--retry-delay", "0",
+                           "--retries", "0"])
+    assert res.exit_code == 1, res.output
+    assert re.search(r"^error: pipeline c2: stage crl failed: exit 1: .*; next: kernelrl pipeline run --recipe smoke "
+                     rf"--run c2 --steps-module {FAKE} \(finished stages skip\)$", res.output, re.M), res.output
+    assert "Traceback" in (home / "runs" / "c2" / "logs" / "crl.log").read_text()  # (stderr: the subprocess tests)
 
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -258,12 +273,12 @@ def test_pipeline_console_is_a_few_lines_per_stage(home):
     assert r.returncode == 0 and re.search(r"^\d\d:\d\d:\d\d augment +skipped", r.stdout, re.M), r.stdout
     assert re.search(r"augment +skipped \(earlier run\)", r.stdout)
 
-    # a failing stage: one line saying so and where its whole log is; exit 1 with how to resume
+    # a failing stage: one line saying so and where its whole log is; exit 2 (bad input) with what to run next
     control(home, "crl", user_error=True)
     r = _cli("pipeline", "run", "--run", "con2", "--steps-module", FAKE, "--retry-delay", "0")
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 2, r.stdout + r.stderr
     assert re.search(r"crl +failed: .*bad input.*\(full log: .*/runs/con2/logs/crl\.log\)", r.stdout), r.stdout
-    assert "resume with" in r.stderr
+    assert len(r.stderr.splitlines()) == 1 and "next: correct it and run kernelrl pipeline run" in r.stderr
 
 
 def test_secrets_from_prefect_blocks(home):
