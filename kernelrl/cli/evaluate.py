@@ -15,6 +15,9 @@ def eval_cmd(
     device: str = typer.Option("auto", help="cpu, cuda, cuda:N or auto."),
     budget_s: float = typer.Option(None, "--budget-s", help="Seconds of paired timing."),
     correctness_trials: int = typer.Option(None, "--correctness-trials", help="Fresh input sets checked."),
+    load_timeout_s: float = typer.Option(None, "--load-timeout-s", help="Seconds the candidate's import and "
+                                         "ModelNew(...) may take outside a compiler (default: EvalConfig's 30; a "
+                                         "loop at import time fails after this, not after the compile allowance)."),
     eval_mode: bool = typer.Option(False, "--eval-mode", help="Build both modules in eval mode (default train)."),
     store: bool = typer.Option(False, "--store", help="Also record the result in the exemplar store."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
@@ -38,14 +41,17 @@ def eval_cmd(
         cfg = dataclasses.replace(cfg, budget_s=budget_s)
     if correctness_trials is not None:
         cfg = dataclasses.replace(cfg, correctness_trials=correctness_trials)
+    if load_timeout_s is not None:
+        cfg = dataclasses.replace(cfg, load_timeout_s=load_timeout_s)
     validate_values(cfg, "eval")
     source = candidate.read_text(errors="replace")
     if as_json:
         res = evaluate(t, source, cfg)
     else:
+        from rich.console import Console
         from rich.progress import Progress
 
-        with Progress() as bar:
+        with Progress(console=Console(stderr=True)) as bar:  # stderr: stdout keeps the result (pipes, --json)
             tid = bar.add_task("evaluating", total=1.0)
             res = evaluate(t, source, cfg, progress=lambda f, what: bar.update(tid, completed=f, description=what))
     if store:

@@ -184,6 +184,11 @@ class EvalConfig:
         "stage at once, and a 2 GB evaluator container whose workers staged 2 GB each was OOM-killed mid-timing.")
     min_timeout_s: float = knob(5.0, help="Floor of the per-run time limit (1000x a 10 us reference is too tight).")
     compile_timeout_s: float = knob(600.0, help="Time allowed to import the candidate and build its extensions.")
+    load_timeout_s: float = knob(
+        30.0, help="Seconds the candidate's load (import, ModelNew(...), weights to the device) may take while no "
+        "compiler runs (time with a child process such as ninja/nvcc counts against compile_timeout_s only); at "
+        "least 3x the reference's own load. A loop at import time waited out the whole compile allowance (302 s) "
+        "where the same loop in forward failed in 8 s.")
     interference_factor: float = knob(
         1.5, help="Flag reference-slowed (fatal when the score is above 1) when the reference's median time in the "
         "paired rounds is this much above its clean baselines (before the candidate existed, and after the rounds "
@@ -304,16 +309,16 @@ class PolicyEvalKnobs:
         "the stage's success rate and speedups, measured the same way in every stage. 0 skips it.")
     eval_temperature: float = knob(0.7, help="Sampling temperature of that end-of-stage policy evaluation.")
     eval_max_new_tokens: int = knob(4096, help="Completion budget of that end-of-stage policy evaluation.")
-
-
-@dataclass
-class SFTConfig(PolicyEvalKnobs):
-    epochs: float = knob(3.0, help="Passes over the successful snippets.")
     eval_prompt: str = knob(
         "own", help="Prompt format of that evaluation: own (the prompt the stage trained on: augmentation for sft "
         "and selfsup, crl.prompt for crl), augment, contrastive (exemplars from crl.pool as the stage ended), or "
         "both (augment and contrastive, each reported under by_prompt; the headline numbers are the own format's). "
         "An RL policy scored only on the augmentation prompt is never scored on what it was trained with.")
+
+
+@dataclass
+class SFTConfig(PolicyEvalKnobs):
+    epochs: float = knob(3.0, help="Passes over the successful snippets.")
     learning_rate: float = knob(2e-5, help="AdamW learning rate.")
     batch_size: int = knob(4, help="Per-device batch size.")
     grad_accum: int = knob(1, help="Gradient accumulation steps.")
@@ -371,11 +376,6 @@ class CRLConfig(PolicyEvalKnobs):
     vllm_gpu_memory_utilization: float = knob(0.3, help="vLLM colocate: share of GPU memory for the engine.")
     vllm_server_url: str = knob("", help="vLLM server mode: base URL of `trl vllm-serve` (default localhost:8000).")
     sampler: SamplerConfig = field(default_factory=SamplerConfig, metadata={"help": "Exemplar sampling."})
-
-
-@dataclass
-class BenchConfig:
-    levels: list = knob([1, 2, 3], help="KernelBench levels to score.")
     pool: str = knob(
         "run", help="Exemplar pool of the contrastive prompts: run = the candidates this run produced (its augment "
         "successes, i.e. its SFT data, then everything its policies generated), as in the paper; store = every "
@@ -386,6 +386,16 @@ class BenchConfig:
         "contrastive", help="contrastive: the paper's prompt (exemplars with their speedups, the performance "
         "analysis / algorithm design / code sections); plain: the augmentation prompt, no exemplars and no "
         "contrastive instruction (the paper's '1+2+plain GRPO' ablation; the sampler is then unused).")
+
+
+@dataclass
+class BenchConfig:
+    levels: list = knob([1, 2, 3], help="KernelBench levels to score.")
+    reuse_scores: bool = knob(
+        True, help="The bench step reuses final scores of this run stored under the identical protocol, so a killed "
+        "bench resumes where it stopped instead of timing every kernel again; reused numbers are labelled (log and "
+        "report notes, with their date and evaluator). `kernelrl pipeline run --force` (or --from) sets it false "
+        "for the bench it forces: every kernel is measured again.")
     # The final-evaluation protocol's one home: the pipeline's bench step, `kernelrl bench --recipe R` and
     # `kernelrl ablate --recipe R` all read these two (flags override them per invocation).
     correctness_trials: int = knob(1000, help="Correctness inputs per kernel (final-evaluation protocol; the paper: "

@@ -48,6 +48,7 @@ from kernelrl.evaluation.held import (EMPTY_HOLD_S, HeldBook, Phase, Semaphores,
                                       held_info, held_span_overhead, hold_plan, pair_times,
                                       settle_more)
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
+from kernelrl.evaluation.loading import LoadTimeout, wait_for_load
 from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, keep_off_cores,
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
                                          timing_cores)
@@ -226,6 +227,9 @@ def one_cpu_thread():
         torch.set_num_threads(before)
 
 
+# The candidate's load limit is at least this many times the reference's own load on this host (a big model's
+# weights built on a slow CPU), else EvalConfig.load_timeout_s.
+LOAD_REF_FACTOR = 3.0
 COMPARE_CHUNK = 1 << 17  # elements per step: temporaries stay under 1 MB (no fresh mmap + page faults per op)
 
 
@@ -345,6 +349,7 @@ class _Session:
         self.last_phase = ""  # "side:cmd" of the last held phase (the drain log's "after")
         self.froze_since_phase = False  # the candidate was frozen since that phase (EvalConfig.drain_gap_match)
         self.phases: dict[str, float] = {}
+        self.ref_load_s = 0.0  # how long the reference's load took (the candidate's load limit scales with it)
         self._t_mark = time.monotonic()
 
     def mark(self, phase: str) -> None:
@@ -386,10 +391,12 @@ class _Session:
             w = SPARES.take("holder", common) if use_spares else None
             self.holder = w if w is not None else WorkerProcess("holder", cache_dir=None, **common)
             self.sems = Semaphores(self.cand.uid)
+        t_load = time.monotonic()
         h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),
                                         "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed,
                                         "train_mode": self.cfg.train_mode},
                              timeout=self.cfg.max_wall_s, harness=True)
+        self.ref_load_s = time.monotonic() - t_load
         pin_threads(self.ref.pid, self.cpus)
         if self.holder is not None:
             hh, _ = self._req(self.holder, {"cmd": "holder", "device": self.device, "paths": self.sems.paths},
@@ -404,11 +411,17 @@ class _Session:
         self.cand_code_ran = True
         self.hold(self.cand)
         try:
-            h, _ = self.cand.request({"cmd": "load", "role": "cand", "path": str(self.cand.module_path),
-                                      "cache_dir": str(self.cand.cache_dir), "device": self.device, "seed": self.seed,
-                                      "train_mode": self.cfg.train_mode,
-                                      "init_inputs": self.init_inputs, "template": self.template},
-                                     timeout=self._left(self.cfg.compile_timeout_s))
+            self.cand.chan.send({"cmd": "load", "role": "cand", "path": str(self.cand.module_path),
+                                 "cache_dir": str(self.cand.cache_dir), "device": self.device, "seed": self.seed,
+                                 "train_mode": self.cfg.train_mode,
+                                 "init_inputs": self.init_inputs, "template": self.template})
+            # its own short limit outside compilers (kernelrl/evaluation/loading.py), never below a few times
+            # what the reference's load took here (large weights built on a slow host)
+            wait_for_load(self.cand, total_s=self._left(self.cfg.compile_timeout_s),
+                          load_s=max(self.cfg.load_timeout_s, LOAD_REF_FACTOR * self.ref_load_s))
+            h, _ = self.cand.chan.recv(timeout=self._left(self.cfg.compile_timeout_s))
+        except LoadTimeout as e:
+            raise CandidateFailed("timeout", str(e), executable=False) from None
         except Timeout:
             raise CandidateFailed("timeout", "building ModelNew timed out", executable=False) from None
         except (ProtocolError, OSError):  # OSError: a broken pipe to a worker that died before it read the request
