@@ -281,8 +281,8 @@ def execute_stage(stage: str, run: str, recipe: str = DEFAULT_RECIPE, overrides:
         log_file = stage_log_path(settings, run, stage)
         CONSOLE.info("%-8s started (log: %s)", stage, log_file)
         try:
-            manifest = step_runner.run(stage, run, recipe, overrides, manifest_out, on_progress=progress,
-                                       log_file=log_file)
+            manifest = step_runner.run(stage, run, recipe, _step_overrides(stage, overrides, force), manifest_out,
+                                       on_progress=progress, log_file=log_file)
         except StepFailed as e:
             CONSOLE.error("%-8s failed%s: %s", stage, " (will retry)" if e.retryable else "",
                           str(e).removeprefix(f"step {stage}: "))
@@ -296,6 +296,15 @@ def execute_stage(stage: str, run: str, recipe: str = DEFAULT_RECIPE, overrides:
         return {"stage": stage, "status": "done", "manifest": manifest, "cache_key": key}
     finally:
         store.engine.dispose()
+
+
+def _step_overrides(stage: str, overrides: dict[str, Any], force: bool) -> dict[str, Any]:
+    """What the step runs with: a forced bench measures every kernel again instead of reusing its stored final
+    scores (``bench.reuse_scores``; a kill-and-rerun keeps reusing them). Only the step sees it: the stage's cache
+    key stays that of the recipe as given."""
+    if force and stage == "bench" and "bench.reuse_scores" not in overrides:
+        return {**overrides, "bench.reuse_scores": "false"}
+    return overrides
 
 
 def stage_log_path(settings, run: str, stage: str) -> Path:

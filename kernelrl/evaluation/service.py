@@ -7,9 +7,10 @@ Client side (training rewards, search, augmentation, bench):
         results = svc.evaluate_many([EvalRequest(task, source, origin_stage="crl", run_name="r1")], timeout_s=600)
     # or: ids = svc.submit_many(requests); ...; results = svc.wait(ids, timeout_s=600)
 
-Each result is ``EvalResult.to_dict()`` plus ``candidate_id``, ``evaluation_id``, ``job_id`` and ``cached``
-(answered from the store). A failed job (the harness, not the candidate, failed every attempt) comes back as
-``success=False`` with flag ``evaluation-failed`` and the reason in ``error``; nothing raises for a candidate.
+Each result is ``EvalResult.to_dict()`` plus ``candidate_id``, ``evaluation_id``, ``job_id``, ``cached``
+(answered from the store) and ``evaluated_at`` (UTC, minutes: when the evaluation was made). A failed job (the
+harness, not the candidate, failed every attempt) comes back as ``success=False`` with flag ``evaluation-failed``
+and the reason in ``error``; nothing raises for a candidate.
 
 - **Cache.** A source already evaluated under the same evaluator version and device type is answered from the
   store without re-timing: a job born ``done`` (worker ``cache``) that points at the existing evaluation.
@@ -198,7 +199,8 @@ class EvalService:
                             "cached": False})
                 continue
             d = dict(ev.result or {})
-            d.update(candidate_id=ev.candidate_id, evaluation_id=ev.id, job_id=j, cached=st.worker == "cache")
+            d.update(candidate_id=ev.candidate_id, evaluation_id=ev.id, job_id=j, cached=st.worker == "cache",
+                     evaluated_at=ev.created_at.strftime("%Y-%m-%d %H:%M") if ev.created_at else None)
             out.append(d)
         return out
 

@@ -18,6 +18,7 @@ from typing import Any
 from kernelrl.config.stages import BenchConfig, EvalConfig
 from kernelrl.errors import KernelRLError
 from kernelrl.reports import artifacts
+from kernelrl.reports.progress import BenchProgress, stored_note
 from kernelrl.reports.report import Report, SourceResult, make_row
 from kernelrl.reports.scoring import Scorer, final_config, protocol_dict
 from kernelrl.reports.sources import Pick, ResolvedSource, best_from_store, resolve
@@ -66,13 +67,14 @@ class BenchOptions:
     # earlier final scores, and reuse final evaluations stored under the identical protocol, so a re-run (after
     # a kill) scores the same kernels and continues instead of timing each again (a second final row per kernel).
     resume: bool = False
-
+    reuse_scores: bool = True  # with resume: False measures every kernel again (a forced bench stage, issue 33)
     # Policy sources (``policy:RUN/STAGE[@FORMAT]``, kernelrl.reports.policy): the recipe whose knobs they sample
     # with (None: the run's recipe by name), samples per task (None: recipe.bench.policy_samples_per_task) and the
     # seed (None: recipe.seed * 1000 + 4321).
     recipe: Any = None
     policy_k: int | None = None
     policy_seed: int | None = None
+
 
 def load_tasks(suite: str, levels: list[int] | None, task_limit: int = 0, only: list[str] | None = None) -> list[Task]:
     """The tasks a recipe with this suite/levels/task_limit trains on (the same selection as the training
@@ -206,6 +208,7 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
     resolved = resolve_sources(opts, tasks, store, cfg, purpose)
     task_order = {t.key: i for i, t in enumerate(tasks)}
     sources: list[SourceResult] = []
+    extra_notes: list[str] = []  # for the report: which numbers were not measured now
     if opts.stored:
         for rs in resolved:
             # store sources were selected by their stored score under the same filter; files/seeds by source hash
@@ -220,10 +223,18 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
                       for si, rs in enumerate(resolved) for pi, p in enumerate(rs.picks))
         deadline = time.time() + 60 * opts.max_minutes if opts.max_minutes else None
         picks = [resolved[si].picks[pi] for _, si, pi in flat]
+        # an estimate first, then each kernel with the time left; the report so far is rewritten as kernels finish
+        tracker = BenchProgress(len({(p.task.key, source_hash(p.source)) for p in picks if p.source}), cfg,
+                                log_fn=progress or _log_progress, max_minutes=opts.max_minutes,
+                                write_partial=lambda done: _write_partial(opts, resolved, tasks, cfg, done))
+        tracker.announce()
         with Scorer(store, cfg, local_workers=opts.local_workers, run_name=opts.run_name,
-                    reuse="same-settings" if opts.resume else False) as scorer:
-            results = scorer.score(picks, deadline=deadline, chunk_size=opts.chunk_size,
-                                   progress=progress or _log_progress)
+                    reuse="same-settings" if opts.resume and opts.reuse_scores else False) as scorer:
+            results = scorer.score(picks, deadline=deadline, chunk_size=opts.chunk_size, progress=tracker)
+        note = stored_note(results)  # numbers not measured now are labelled (issue 33)
+        if note:
+            log.warning("%s", note)
+            extra_notes.append(note)
         per_source: list[list[dict | None]] = [[None] * len(rs.picks) for rs in resolved]
         for (_, si, pi), res in zip(flat, results):
             per_source[si][pi] = res
@@ -233,6 +244,7 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
                                         not_evaluated="not evaluated: the --max-minutes budget was spent"))
     report = Report(title=opts.title or "kernelrl benchmark: " + ", ".join(s.label for s in sources),
                     sources=sources, suite=opts.suite, levels=sorted({t.level for t in tasks}), command=opts.command)
+    report.notes.extend(extra_notes)
     for path in opts.compare:
         report.add_compared(Report.load(path), str(path))
     paths = report.write(opts.out, plots=opts.plots)
@@ -242,6 +254,18 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
         except Exception as e:  # an artifact is a convenience: never lose the report over it
             log.warning("could not publish Prefect artifacts: %s", e)
     return report, paths
+
+
+def _write_partial(opts: BenchOptions, resolved: list[ResolvedSource], tasks: list[Task], cfg: EvalConfig,
+                   done: dict[int, Any]) -> None:
+    """The report so far, every file but the plots (``done``: results by pick id): a killed bench leaves a valid
+    report of what it scored; the finished run overwrites it."""
+    proto = protocol_dict(cfg)
+    sources = [build_source(rs, tasks, [done.get(id(p)) for p in rs.picks], proto,
+                            not_evaluated="not evaluated yet (partial report)") for rs in resolved]
+    title = opts.title or "kernelrl benchmark: " + ", ".join(s.label for s in sources)
+    Report(title=f"{title} (partial: {len(done)} kernels scored so far)", sources=sources, suite=opts.suite,
+           levels=sorted({t.level for t in tasks}), command=opts.command).write(opts.out, plots=False)
 
 
 def run_portability(opts: BenchOptions, store, from_device: str) -> tuple[Report, dict[str, Path]]:

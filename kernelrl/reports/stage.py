@@ -105,6 +105,7 @@ def run_bench_stage(ctx) -> dict:
                         title=f"kernelrl run {ctx.run} (recipe {r.name}): final evaluation",
                         command=" ".join(["python -m steps.bench", *sys.argv[1:]]), artifacts=True,
                         resume=True,  # a re-run (after a kill) keeps the final scores it already stored
+                        reuse_scores=r.bench.reuse_scores,  # false when the pipeline forces bench: measure again
                         recipe=r)
     # the run's record exists (run_step registered this stage), so a run without candidates scores all zeros
     report, paths = run_bench(opts, ctx.store)
