@@ -60,6 +60,9 @@ class SearchConfig:
     # and runs compared in one store do not feed each other); "task" = every verified candidate of the task
     # in the store (seeds, other runs, training stages).
     pool: str = "run"
+    # Re-evaluate every candidate of the run in this invocation instead of taking its stored evaluation (a resumed
+    # run, a source scored before): numbers measured now, on this device and evaluator (`optimize --remeasure`).
+    remeasure: bool = False
 
     def validate(self) -> None:
         if self.rounds < 1:
@@ -89,6 +92,8 @@ class RoundStats:
     best: float = 0.0  # best so far in the run
     failed_requests: int = 0
     elapsed_s: float = 0.0
+    stored: int = 0  # evaluations of this round's candidates taken from the store, not measured in this invocation
+    last_error: str = ""  # the last failed request's reason
 
 
 @dataclass
@@ -163,8 +168,19 @@ def _evaluated(store, candidate_ids: set[int]) -> dict[int, dict[str, Any]]:
         rows = s.execute(select(EvaluationRow).join(latest, latest.c.eid == EvaluationRow.id)).scalars().all()
         return {r.candidate_id: {"evaluation_id": r.id, "speedup": float(r.speedup or 0.0),
                                  "success": bool(r.executable and r.correct and not (set(r.flags or []) & _FATAL)),
-                                 "device_type": r.device_type, "evaluator_version": r.evaluator_version}
+                                 "device_type": r.device_type, "evaluator_version": r.evaluator_version,
+                                 "evaluated_at": r.created_at.strftime("%Y-%m-%d %H:%M") if r.created_at else None}
                 for r in rows}
+
+
+def _next_evaluation_id(store) -> int:
+    """Evaluations with at least this id are made from now on (the ones below it come from the store)."""
+    from sqlalchemy import func, select
+
+    from kernelrl.store.models import EvaluationRow
+
+    with store.session() as s:
+        return int(s.scalar(select(func.max(EvaluationRow.id))) or 0) + 1
 
 
 def _make_sampler(sampler: Any, n_exemplars: int | None, state_path: Path | None):
@@ -237,7 +253,9 @@ def optimize_task(task: Task, *, llm: str | Backend, rounds: int | None = None, 
         if service is None:
             from kernelrl.evaluation.service import EvalService
 
-            service = EvalService(store, eval_config or EvalConfig(), local_workers=1)
+            service = EvalService(store, eval_config or EvalConfig(), local_workers=1, use_cache=not cfg.remeasure)
+        first_new = _next_evaluation_id(store)
+        remeasured: set[int] = set()
         history = _history(store, task_id, run)
         best = 0.0
         generated_rounds = 0
@@ -258,7 +276,7 @@ def optimize_task(task: Task, *, llm: str | Backend, rounds: int | None = None, 
                 generated_rounds += 1
             cids = {**done, **new_cids}
             round_cands = {c for c in cids.values() if c is not None}
-            _evaluate(store, service, task, run, spec, round_cands, cfg)
+            _evaluate(store, service, task, run, spec, round_cands, cfg, remeasured)
             if isinstance(smp, IslandSampler):
                 for c, isl in island_of.items():
                     if c is not None and isl is not None:
@@ -266,6 +284,7 @@ def optimize_task(task: Task, *, llm: str | Backend, rounds: int | None = None, 
                 if missing:
                     smp.advance(_pool(store, task_id, run, cfg)[0], group=task_id)
             ev = _evaluated(store, round_cands)
+            stats.stored = sum(1 for c in round_cands if c in ev and ev[c]["evaluation_id"] < first_new)
             stats.attempts = len(cids)
             stats.parsed = sum(1 for c in cids.values() if c is not None)
             stats.evaluated = sum(1 for c in cids.values() if c is not None and c in ev)
@@ -280,6 +299,8 @@ def optimize_task(task: Task, *, llm: str | Backend, rounds: int | None = None, 
             if progress:
                 progress(stats, result)
         _totals(store, task_id, run, result, history)
+        if result.best:
+            result.best["from_store"] = result.best["evaluation_id"] < first_new
         if backend is not None:
             result.usage = backend.usage.to_dict()
         if out is not None and result.best:
@@ -359,10 +380,14 @@ def _generate_round(task, task_id, run, rnd, missing, cfg: SearchConfig, backend
         island_of[cid] = meta.get("island") if cid is not None else None
         stats.generated += 1
         stats.failed_requests += 0 if gen.ok else 1
+        stats.last_error = stats.last_error if gen.ok else str(gen.error or "")[:300]
     return new_cids, island_of, stats
 
 
-def _evaluate(store, service, task: Task, run: str, spec: str, cids: set[int], cfg: SearchConfig) -> None:
+def _evaluate(store, service, task: Task, run: str, spec: str, cids: set[int], cfg: SearchConfig,
+              remeasured: set[int] | None = None) -> None:
+    """Evaluate the round's candidates that have no evaluation on this device type by this evaluator version
+    (with ``cfg.remeasure``: each candidate once per invocation, ``remeasured`` keeps count)."""
     if not cids:
         return
     from kernelrl.evaluation.service import EvalRequest
@@ -373,8 +398,12 @@ def _evaluate(store, service, task: Task, run: str, spec: str, cids: set[int], c
 
     have = _evaluated(store, cids)
     device_type = getattr(service, "device_type", None)
-    cids = {c for c in cids if not (c in have and have[c]["device_type"] == device_type
-                                    and have[c]["evaluator_version"] == EVALUATOR_VERSION)}
+    if cfg.remeasure and remeasured is not None:
+        cids = cids - remeasured
+        remeasured.update(cids)
+    else:
+        cids = {c for c in cids if not (c in have and have[c]["device_type"] == device_type
+                                        and have[c]["evaluator_version"] == EVALUATOR_VERSION)}
     if not cids:
         return
     with store.session() as s:
@@ -408,7 +437,7 @@ def _totals(store, task_id: int, run: str, result: SearchResult, history: dict[i
         rnd = next((r for r, m in sorted(history.items()) if cid in m.values()), None)
         result.best = {"candidate_id": cid, "speedup": ev[cid]["speedup"], "evaluation_id": ev[cid]["evaluation_id"],
                        "device_type": ev[cid]["device_type"], "evaluator_version": ev[cid]["evaluator_version"],
-                       "round": rnd, "source": source}
+                       "evaluated_at": ev[cid]["evaluated_at"], "round": rnd, "source": source}
 
 
 def write_best(out: str | Path, task: Task, result: SearchResult) -> Path:

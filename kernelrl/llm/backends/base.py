@@ -101,6 +101,10 @@ class Backend:
         """Tokens of ``text`` (the backend's tokenizer when it has one, else an estimate)."""
         return math.ceil(len(text) / 3.5)
 
+    def check(self) -> None:
+        """Raise ``ConfigError`` (one line) when the model cannot be used at all: an endpoint that does not answer
+        or refuses the key. Local models are loaded when built, so there is nothing left to check."""
+
     def close(self) -> None:
         pass
 

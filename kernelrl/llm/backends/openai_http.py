@@ -86,6 +86,25 @@ class OpenAIBackend(Backend):
     def close(self) -> None:
         self._client.close()
 
+    def check(self, timeout_s: float = 15.0) -> None:
+        """One ``GET /models`` before any work: no connection (a wrong host or port, a server not started) or
+        HTTP 401/403 is a ``ConfigError``. Anything else (200, a server without /models, a 5xx the retries may
+        get past) lets the run start: a search against an unreachable URL made five retries per prompt and then
+        reported 'no verified candidate yet' with exit 0 (issue 33)."""
+        from kernelrl.errors import ConfigError
+
+        try:
+            r = self._client.get(f"{self.base_url}/models", timeout=min(timeout_s, self.timeout_s))
+        except httpx.TimeoutException:
+            raise ConfigError(f"--llm {self.name}: {self.base_url} did not answer within "
+                              f"{min(timeout_s, self.timeout_s):g} s") from None
+        except httpx.TransportError as e:
+            raise ConfigError(f"--llm {self.name}: cannot reach {self.base_url} "
+                              f"({type(e).__name__}: {str(e)[:200] or 'no answer'})") from None
+        if r.status_code in (401, 403):
+            raise ConfigError(f"--llm {self.name}: {self.base_url} refused the request (HTTP {r.status_code}; "
+                              "is KERNELRL_LLM_API_KEY set and valid?)")
+
     # -- one request ------------------------------------------------------------------------------------------------
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._flight_lock:
