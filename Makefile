@@ -54,14 +54,23 @@ lock:
 clean:
 	rm -rf .kernelrl .pytest_cache
 
+# Docker Compose v2 (the `docker compose` plugin, e.g. apt-get install docker-compose-plugin), not docker-compose v1.
 up:
+	@docker compose version >/dev/null 2>&1 || { echo "error: make up needs Docker with the Compose v2 plugin" \
+	  "('docker compose version' fails; e.g. apt-get install docker-compose-plugin)" >&2; exit 2; }
 	docker compose -f infra/docker-compose.yml up -d
 
 down:
 	docker compose -f infra/docker-compose.yml down
 
+# To the server PREFECT_API_URL names (without it Prefect would deploy to a temporary server that vanishes); the
+# Docker work pool the deployments name (kernelrl-docker, served by `make up`'s worker) is created when missing.
 deploy: setup
-	$(VENV)/bin/prefect deploy --all --prefect-file infra/prefect.yaml
+	@test -n "$$PREFECT_API_URL" || { echo "error: make deploy needs a Prefect server: make up, then" \
+	  "export PREFECT_API_URL=http://127.0.0.1:4200/api" >&2; exit 2; }
+	$(VENV)/bin/prefect --no-prompt work-pool inspect kernelrl-docker >/dev/null 2>&1 || \
+	  $(VENV)/bin/prefect --no-prompt work-pool create kernelrl-docker --type docker
+	$(VENV)/bin/prefect --no-prompt deploy --all --prefect-file infra/prefect.yaml
 
 images:
 	infra/build_images.sh

@@ -1,6 +1,6 @@
 """The ``kernelrl`` command line (typer + rich).
 
-    kernelrl tasks list --suite builtin          kernelrl tasks show 03_Softmax
+    kernelrl tasks list --suite builtin          kernelrl tasks show 02_Softmax
     kernelrl store upgrade | stats               kernelrl checkpoints ls
     kernelrl recipes list | show smoke | fields
     kernelrl eval TASK.py CANDIDATE.py --json    kernelrl optimize TASK.py --llm URL_OR_MODEL
@@ -27,6 +27,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every subcommand inherits -h
 )
 
 # The library's own command groups (module under kernelrl.cli, the commands it provides). Each module exposes
@@ -94,6 +95,61 @@ def _root(version: bool = typer.Option(False, "--version", is_eager=True, callba
 _register_all()
 
 
+_BOOL_WORDS = {"true": True, "false": False}
+
+
+def _bool_flags(cmd) -> tuple[dict[str, tuple[str, str | None]], set[str]]:
+    """``{option: (its spelling for true, for false or None)}`` for the boolean flags of a click command, and
+    the options that take a value (their value is skipped while looking for subcommand names)."""
+    flags: dict[str, tuple[str, str | None]] = {}
+    valued: set[str] = set()
+    for p in getattr(cmd, "params", []):
+        opts, neg = list(getattr(p, "opts", [])), list(getattr(p, "secondary_opts", []))
+        if getattr(p, "is_bool_flag", False):
+            on, off = opts[0], (neg[0] if neg else None)
+            flags.update({o: (on, off) for o in opts})
+            flags.update({o: (off, on) for o in neg})
+            if off is None and p.default:  # --x false would need a --no-x this flag does not have
+                for o in opts:
+                    flags.pop(o, None)
+        elif getattr(p, "param_type_name", "") == "option" and not getattr(p, "is_flag", False):
+            valued.update(opts)
+    return flags, valued
+
+
+def bool_values(command, argv: list[str]) -> list[str]:
+    """``--json true``, ``--plots false``, ``--stored=true``: the help shows boolean flags as ``<bool>``, so
+    they take an explicit true/false too (rewritten to ``--x`` / ``--no-x``; a false for a flag without a
+    ``--no-`` form is dropped, its default being false). Everything else passes through unchanged."""
+    cmd, out, i = command, [], 0
+    flags, valued = _bool_flags(cmd)
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            out += argv[i:]
+            break
+        subs = getattr(cmd, "commands", None)
+        if subs and a in subs:
+            cmd = subs[a]
+            flags, valued = _bool_flags(cmd)
+            out.append(a)
+            i += 1
+            continue
+        name, eq, val = a.partition("=")
+        nxt = argv[i + 1].lower() if i + 1 < len(argv) else ""
+        if name in flags and ((eq and val.lower() in _BOOL_WORDS) or (not eq and nxt in _BOOL_WORDS)):
+            on, off = flags[name]
+            value = _BOOL_WORDS[val.lower() if eq else nxt]
+            if (on if value else off) is not None:
+                out.append(on if value else off)
+            i += 1 if eq else 2
+            continue
+        takes_value = a in valued and i + 1 < len(argv)  # its value is not a subcommand name
+        out += argv[i:i + 2] if takes_value else [a]
+        i += 2 if takes_value else 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point. Usage errors (unknown option, missing argument) and user errors
     (``KernelRLError``) print one plain line on stderr and exit 2; a command's own exit status passes through."""
@@ -107,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     abort_types = tuple({tex.Abort, getattr(cex, "Abort", tex.Abort)})
 
     command = typer.main.get_command(app)
+    argv = bool_values(command, list(sys.argv[1:] if argv is None else argv))
     try:
         # Not standalone: click hands back usage errors (printed below as one line) instead of a Rich panel, and
         # returns a command's ``typer.Exit(code)`` as its value.

@@ -34,6 +34,7 @@ def tasks_list(
     levels: str = typer.Option(None, help="Comma-separated levels, e.g. 1,2."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
+    """List a suite's tasks: key, level and the first line of each task's docstring."""
     from kernelrl.tasks import load_suite
 
     wanted = _levels(levels)
@@ -72,6 +73,7 @@ def tasks_show(
     task: str = typer.Argument(..., help="Task key, name or file path."),
     suite: str = typer.Option("builtin", help="Suite to look the name up in."),
 ) -> None:
+    """Print a task's reference source (the PyTorch Model a candidate ModelNew must match)."""
     from kernelrl.tasks import get_task
 
     t = get_task(task, suite=suite)
@@ -83,6 +85,7 @@ def tasks_show(
 def store_upgrade(url: str = typer.Option(None, "--store-url", help="Store URL (default: KERNELRL_STORE_URL or the "
                                           "SQLite file)."),
                   ) -> None:
+    """Apply the store's migrations (SQLite or Postgres); safe to run again."""
     from kernelrl.config.settings import redact_url
     from kernelrl.store import Store
 
@@ -96,6 +99,7 @@ def store_stats(
     url: str = typer.Option(None, "--store-url", help="Store URL (default: KERNELRL_STORE_URL or the SQLite file)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
+    """Count what the store holds: tasks, candidates, evaluations, attempts, jobs."""
     from kernelrl.store import Store
 
     store = Store(url)
@@ -117,6 +121,7 @@ def checkpoints_ls(
     prefix: str = typer.Argument("", help="Only checkpoints whose name starts with this."),
     uri: str = typer.Option(None, help="Checkpoint store URI (default: KERNELRL_CHECKPOINT_URI)."),
 ) -> None:
+    """List the complete checkpoints (those whose manifest exists) with their size and date."""
     from kernelrl.checkpoints import open_checkpoint_store
 
     store = open_checkpoint_store(uri)
@@ -131,6 +136,7 @@ def checkpoints_ls(
 
 @recipes_app.command("list")
 def recipes_list() -> None:
+    """The named recipes (recipes/*.yaml) with their descriptions."""
     from kernelrl.config.recipes import list_recipes, load_recipe
 
     for name in list_recipes():
@@ -139,6 +145,7 @@ def recipes_list() -> None:
 
 @recipes_app.command("show")
 def recipes_show(name: str = typer.Argument(..., help="Recipe name or YAML path.")) -> None:
+    """Print a recipe with every default filled in (what a step would run with)."""
     import yaml
 
     from kernelrl.config.recipes import load_recipe

@@ -28,8 +28,8 @@ def source_hash(source: str) -> str:
 
 @dataclass(frozen=True)
 class Task:
-    key: str  # unique, e.g. "builtin/L1/03_Softmax" or "kernelbench/L2/80_Gemm_Max_Subtract_GELU"
-    name: str  # "03_Softmax"
+    key: str  # unique, e.g. "builtin/L1/02_Softmax" or "kernelbench/L2/80_Gemm_Max_Subtract_GELU"
+    name: str  # "02_Softmax"
     level: int
     suite: str
     source: str = field(repr=False)
@@ -110,7 +110,7 @@ def load_suite(spec: str | Path = "builtin", levels: list[int] | None = None) ->
 
 
 def get_task(ref: str | Path, suite: str = "builtin") -> Task:
-    """A task by file path, by full key (``builtin/L1/03_Softmax``) or by name within ``suite``."""
+    """A task by file path, by full key (``builtin/L1/02_Softmax``) or by name within ``suite``."""
     p = Path(ref)
     if p.suffix == ".py" and p.exists():
         return load_task_file(p)
