@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -83,15 +82,17 @@ def main() -> None:
     else:
         rec["killed_worker"] = None
     time.sleep(3)
-    pids = subprocess.run(["pgrep", "-f", "-m", "steps.crl"], capture_output=True, text=True).stdout.split() \
-        or subprocess.run(["pgrep", "-f", "steps.crl"], capture_output=True, text=True).stdout.split()
+    import psutil
+
     killed = []
-    for p in pids:
-        try:
-            os.kill(int(p), signal.SIGKILL)
-            killed.append(int(p))
-        except (ProcessLookupError, ValueError):
-            pass
+    for proc in psutil.process_iter(["pid", "cmdline"]):  # the crl step (and its ranks under accelerate)
+        cmd = proc.info["cmdline"] or []
+        if "steps.crl" in cmd and "-m" in cmd:
+            try:
+                proc.send_signal(signal.SIGKILL)
+                killed.append({"pid": proc.pid, "cmdline": " ".join(cmd)[:200]})
+            except psutil.Error:
+                pass
     rec["killed_crl_pids"] = killed
     rec["crl_steps_logged_at_kill"] = len(metrics.read_text().splitlines()) if metrics.exists() else 0
     rec["t_crl_kill"] = time.time()

@@ -8,7 +8,7 @@
 #   MODE=attach RUN=g1 DEADLINE=540 bash bench/gpu_pipeline.sh   # watch the running pipeline, collect
 #
 # Env (why): SNAP (.gpurun: a code snapshot made by bench/gpu_snapshot.sh, so a call runs committed code whatever
-# else the working tree holds), RECIPE (gpu-smoke), SETS (extra `--set k=v ...` for the run), FAULT_STEP (>0: at
+# else the working tree holds; MODE=start copies it to /tmp/gpurun-$RUN, where the run and its attaches work), RECIPE (gpu-smoke), SETS (extra `--set k=v ...` for the run), FAULT_STEP (>0: at
 # that crl step SIGKILL one evaluator worker holding a job and the crl step: bench/gpu_faults.py), STORE (postgres
 # | sqlite), DEADLINE (seconds from the start: watching stops so that collecting fits the call).
 set -uo pipefail
@@ -22,7 +22,11 @@ MODE=${MODE:-start}
 DEADLINE=${DEADLINE:-540}
 H=/tmp/krl
 mkdir -p "$H"
-[ -d "$SNAP" ] && cd "$SNAP"
+# The run works from a copy of the snapshot outside the checkout: a later call's carried .gpurun replaces the one in
+# the checkout, and a pipeline whose directory vanished cannot start its next step (seen on the H100 x4).
+CODE=/tmp/gpurun-$RUN
+if [ "$MODE" = start ] && [ -d "$SNAP" ]; then rm -rf "$CODE" && cp -r "$SNAP" "$CODE"; fi
+[ -d "$CODE" ] && cd "$CODE"
 if [ ! -d /tmp/site/prefect ]; then
   mkdir -p /tmp/site && tar -C /tmp/site -xJf "$ROOT/.whl/site.tar.xz" || { echo "site unpack failed"; exit 1; }
 fi
@@ -49,8 +53,9 @@ PIDF=$H/pipeline-$RUN.pid
 LOG=$H/pipeline-$RUN.log
 if [ "$MODE" = start ]; then
   { date -u; nvidia-smi --query-gpu=index,name,uuid,memory.total --format=csv; python3 -c 'import sys, torch, transformers, trl, prefect, sqlalchemy; print(sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__, "trl", trl.__version__, "prefect", prefect.__version__, "sqlalchemy", sqlalchemy.__version__)'; nproc; git -C "$ROOT" log -1 --format='commit %H %s' 2>/dev/null; cat COMMIT 2>/dev/null; } 2>&1 | tee "$OUT/env.txt"
+  pkill -x nvidia-smi  # one sampler: a restarted run appends to the same file
   setsid nohup nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 1000 \
-      > "$H/smi.csv" 2>&1 < /dev/null &
+      >> "$H/smi.csv" 2>&1 < /dev/null &
   # shellcheck disable=SC2086
   setsid nohup python3 -m kernelrl.cli pipeline run --recipe "$RECIPE" --run "$RUN" ${SETS:-} > "$LOG" 2>&1 < /dev/null &
   echo $! > "$PIDF"

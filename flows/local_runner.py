@@ -100,7 +100,12 @@ class LocalProcessRunner:
     def _run(self, stage: str, run_name: str, cmd: list[str], manifest_out: Path, out: StepOutput, logger,
              gpu_env: dict[str, str] | None = None) -> dict[str, Any]:
         try:
-            proc = subprocess.Popen(cmd, cwd=self.cwd or Path.cwd(), env={**self.env(stage), **(gpu_env or {})},
+            cwd = self.cwd or Path.cwd()
+        except FileNotFoundError:  # the flow's directory was deleted under it (a re-synced checkout, on a GPU host)
+            raise StepFailed(stage, "the pipeline's working directory no longer exists; start it again from an "
+                             "existing directory", retryable=False) from None
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, env={**self.env(stage), **(gpu_env or {})},
                                     stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1,
                                     errors="replace", start_new_session=True, preexec_fn=_die_with_parent)

@@ -56,7 +56,9 @@ def test_gpu_layout_rules(gpus, match):
 def test_roles_map_to_the_gpus_this_process_sees():
     plan = GpuPlan.from_recipe({"train": [0, 1], "evaluate": "rest"}, visible=4, parent_visible="4,5,6,7")
     assert plan.stage_env("crl") == {"CUDA_VISIBLE_DEVICES": "4,5", "KERNELRL_EVAL_LOCAL_WORKERS": "0"}
-    assert plan.stage_env("bench")["CUDA_VISIBLE_DEVICES"] == "4,5"  # bench only submits jobs; evaluators are 6, 7
+    # one process sees one GPU (Trainer would wrap the model in nn.DataParallel, which trl's SFTTrainer refuses)
+    assert plan.stage_env("selfsup")["CUDA_VISIBLE_DEVICES"] == "4"
+    assert plan.stage_env("bench")["CUDA_VISIBLE_DEVICES"] == "4"  # bench only submits jobs; evaluators are 6, 7
     assert plan.to_dict()["physical"]["evaluate"] == "6,7"
     assert GpuPlan.from_recipe({}, visible=4) is None
 

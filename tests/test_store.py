@@ -108,3 +108,31 @@ def test_unreachable_store_is_a_clear_error():
 
     with pytest.raises(StoreError, match="cannot connect"):
         Store("postgresql+psycopg2://nobody:secret@127.0.0.1:1/none").upgrade()
+
+
+def test_nul_characters_are_stored_on_postgres_too(store):
+    """PostgreSQL text refuses NUL (SQLite keeps it): a completion or a hostile candidate's error message with one
+    once killed a crl step on the H100. Every text column stores it as U+FFFD, through the ORM and the queue's
+    Core statements alike; JSON keeps it escaped."""
+    from kernelrl.store.queue import JobQueue
+
+    from kernelrl.tasks import get_task
+
+    tid = store.upsert_task(get_task("builtin/L1/02_Softmax"))
+    cid = store.add_candidate(tid, "x = 1\n", origin_stage="crl", run_name="r\x00", analysis="a\x00b")
+    aid = store.add_attempt(tid, stage="crl", run_name="r\x00", response="code\x00\x00end", parse_error="bad\x00",
+                            dedup_key="k\x00")
+    q = JobQueue(store)
+    jid = q.submit(tid, cid, {"device": "cpu"}, purpose="reward", device_kind="cpu")
+    job = q.claim("w\x00", device_kind="cpu")
+    assert job is not None and job.id == jid
+    q.fail(jid, "w\x00", "candidate raised ValueError('\x00')")
+    eid = store.add_evaluation(cid, {"executable": False, "correct": False, "speedup": 0.0,
+                                     "error": "boom\x00", "flags": ["runtime-error"]})
+    from sqlalchemy import text
+
+    with store.engine.connect() as c:
+        assert c.execute(text(f"select response from attempts where id = {aid}")).scalar() == "code\ufffd\ufffdend"
+        assert c.execute(text(f"select analysis from candidates where id = {cid}")).scalar() == "a\ufffdb"
+        assert "\ufffd" in c.execute(text(f"select error from eval_jobs where id = {jid}")).scalar()
+        assert c.execute(text(f"select error from evaluations where id = {eid}")).scalar() == "boom\ufffd"

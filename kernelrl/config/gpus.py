@@ -6,8 +6,9 @@
     plan.processes("crl")         # 1; 2 with train: [0, 1] (accelerate launch, one process per GPU)
 
 Roles (indices are positions among the GPUs the pipeline process sees, as ``cuda:N`` numbers them):
-- ``train``: the policy's GPUs. Every stage process sees these (sft, selfsup and crl train and sample there; augment
-  and bench only submit evaluation jobs). With several, sft and crl run data parallel (``DP_STAGES``).
+- ``train``: the policy's GPUs. sft and crl run one process per training GPU (``DP_STAGES``, accelerate); every
+  other stage process sees the first of them (selfsup samples and trains there; augment and bench only submit
+  evaluation jobs).
 - ``generate``: optional GPUs for generation servers (a vLLM server; augment's local teacher). Default: none.
 - ``evaluate``: the evaluator GPUs: one worker process per GPU pulls jobs from the store's queue. ``rest`` means
   every visible GPU that no other role names.
@@ -121,9 +122,11 @@ class GpuPlan:
         return len(self.train) if stage in DP_STAGES else 1
 
     def stage_env(self, stage: str) -> dict[str, str]:
-        """What a stage's process must have in its environment: only its role's GPUs visible, and no in-process
-        evaluation worker when evaluator GPUs exist."""
-        env = {"CUDA_VISIBLE_DEVICES": self.ids(self.role_of(stage))}
+        """What a stage's process must have in its environment: only its GPUs visible (a data-parallel stage all of
+        its role's, any other stage the first: transformers' Trainer wraps a model in nn.DataParallel when one
+        process sees several GPUs, which trl's SFTTrainer refuses; selfsup died so on the H100 x4), and no
+        in-process evaluation worker when evaluator GPUs exist."""
+        env = {"CUDA_VISIBLE_DEVICES": self.ids(self.role_of(stage)[: self.processes(stage)])}
         if self.evaluate:
             env[LOCAL_WORKERS_ENV] = "0"
         return env

@@ -27,9 +27,36 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def _no_nul(value):
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
+
+
+class SafeText(TypeDecorator):
+    """TEXT that PostgreSQL can hold: a NUL character (which PostgreSQL text refuses, SQLite keeps) is stored as
+    U+FFFD. A model's completion or a hostile candidate's error message may carry NUL: on the H100 run of
+    2026-11-27 one GRPO completion did, and the crl step died on the insert (bench/results/*-h100x4-pipeline)."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return _no_nul(value)
+
+
+class SafeString(TypeDecorator):
+    """VARCHAR(n) with the same NUL rule as SafeText (names, keys, worker ids, flags' text)."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return _no_nul(value)
 
 
 def utcnow() -> dt.datetime:
@@ -44,12 +71,12 @@ class TaskRow(Base):
     __tablename__ = "tasks"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    key: Mapped[str] = mapped_column(String(300), unique=True)
-    name: Mapped[str] = mapped_column(String(200))
+    key: Mapped[str] = mapped_column(SafeString(300), unique=True)
+    name: Mapped[str] = mapped_column(SafeString(200))
     level: Mapped[int] = mapped_column(Integer)
-    suite: Mapped[str] = mapped_column(String(100))
-    source: Mapped[str] = mapped_column(Text)
-    source_hash: Mapped[str] = mapped_column(String(64))
+    suite: Mapped[str] = mapped_column(SafeString(100))
+    source: Mapped[str] = mapped_column(SafeText)
+    source_hash: Mapped[str] = mapped_column(SafeString(64))
     # Task audit (e.g. the reference output does not depend on its inputs) and best known speedups live here.
     audit_flags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -63,14 +90,14 @@ class CandidateRow(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
-    source: Mapped[str] = mapped_column(Text)
-    source_hash: Mapped[str] = mapped_column(String(64))
-    origin_stage: Mapped[str] = mapped_column(String(50))  # seed | augment | selfsup | crl | optimize | import
-    origin_model: Mapped[str | None] = mapped_column(String(500))  # teacher/model id or checkpoint URI
-    run_name: Mapped[str | None] = mapped_column(String(200), index=True)
-    prompt: Mapped[str | None] = mapped_column(Text)
-    analysis: Mapped[str | None] = mapped_column(Text)  # "## Performance Analysis" section of the response
-    design: Mapped[str | None] = mapped_column(Text)  # "## Algorithm Design" section
+    source: Mapped[str] = mapped_column(SafeText)
+    source_hash: Mapped[str] = mapped_column(SafeString(64))
+    origin_stage: Mapped[str] = mapped_column(SafeString(50))  # seed | augment | selfsup | crl | optimize | import
+    origin_model: Mapped[str | None] = mapped_column(SafeString(500))  # teacher/model id or checkpoint URI
+    run_name: Mapped[str | None] = mapped_column(SafeString(200), index=True)
+    prompt: Mapped[str | None] = mapped_column(SafeText)
+    analysis: Mapped[str | None] = mapped_column(SafeText)  # "## Performance Analysis" section of the response
+    design: Mapped[str | None] = mapped_column(SafeText)  # "## Algorithm Design" section
     meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
@@ -88,8 +115,8 @@ class CandidateRunRow(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id", ondelete="CASCADE"), index=True)
-    run_name: Mapped[str] = mapped_column(String(200))
-    stage: Mapped[str] = mapped_column(String(50))
+    run_name: Mapped[str] = mapped_column(SafeString(200))
+    stage: Mapped[str] = mapped_column(SafeString(50))
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -101,19 +128,19 @@ class AttemptRow(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
     candidate_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id", ondelete="SET NULL"))
-    run_name: Mapped[str | None] = mapped_column(String(200), index=True)
-    stage: Mapped[str] = mapped_column(String(50))
-    model: Mapped[str | None] = mapped_column(String(500))
-    prompt: Mapped[str | None] = mapped_column(Text)
-    response: Mapped[str | None] = mapped_column(Text)
-    parse_error: Mapped[str | None] = mapped_column(Text)
+    run_name: Mapped[str | None] = mapped_column(SafeString(200), index=True)
+    stage: Mapped[str] = mapped_column(SafeString(50))
+    model: Mapped[str | None] = mapped_column(SafeString(500))
+    prompt: Mapped[str | None] = mapped_column(SafeText)
+    response: Mapped[str | None] = mapped_column(SafeText)
+    parse_error: Mapped[str | None] = mapped_column(SafeText)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
     # Which exemplar snapshot built the prompt, and which exemplars it showed (contrastive RL).
     exemplar_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)
     snapshot: Mapped[int | None] = mapped_column(Integer)
     # Idempotency key for resumable stages: the same (run, stage, key) is written once.
-    dedup_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+    dedup_key: Mapped[str | None] = mapped_column(SafeString(200), unique=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -122,18 +149,18 @@ class EvaluationRow(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id", ondelete="CASCADE"), index=True)
-    device_type: Mapped[str] = mapped_column(String(200))
-    evaluator_version: Mapped[str] = mapped_column(String(50))
-    settings_hash: Mapped[str] = mapped_column(String(64), default="")
+    device_type: Mapped[str] = mapped_column(SafeString(200))
+    evaluator_version: Mapped[str] = mapped_column(SafeString(50))
+    settings_hash: Mapped[str] = mapped_column(SafeString(64), default="")
     executable: Mapped[bool] = mapped_column(Boolean)
     correct: Mapped[bool] = mapped_column(Boolean)
     speedup: Mapped[float] = mapped_column(Float)
     flags: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(SafeText)
     timing: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # the whole EvalResult.to_dict()
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    purpose: Mapped[str] = mapped_column(String(30), default="reward")  # reward | final | reverify
+    purpose: Mapped[str] = mapped_column(SafeString(30), default="reward")  # reward | final | reverify
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     candidate: Mapped[CandidateRow] = relationship(back_populates="evaluations")
@@ -145,11 +172,11 @@ class RunRow(Base):
     __tablename__ = "runs"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
-    recipe: Mapped[str] = mapped_column(String(200))
-    recipe_digest: Mapped[str] = mapped_column(String(64), default="")
+    name: Mapped[str] = mapped_column(SafeString(200), unique=True)
+    recipe: Mapped[str] = mapped_column(SafeString(200))
+    recipe_digest: Mapped[str] = mapped_column(SafeString(64), default="")
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    status: Mapped[str] = mapped_column(String(30), default="running")
+    status: Mapped[str] = mapped_column(SafeString(30), default="running")
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     stages: Mapped[list[StageRow]] = relationship(back_populates="run")
@@ -161,13 +188,13 @@ class StageRow(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    stage: Mapped[str] = mapped_column(String(50))
-    status: Mapped[str] = mapped_column(String(30), default="pending")  # pending|running|done|failed
-    cache_key: Mapped[str | None] = mapped_column(String(64))
+    stage: Mapped[str] = mapped_column(SafeString(50))
+    status: Mapped[str] = mapped_column(SafeString(30), default="pending")  # pending|running|done|failed
+    cache_key: Mapped[str | None] = mapped_column(SafeString(64))
     inputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     manifest: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    checkpoint_uri: Mapped[str | None] = mapped_column(String(1000))
-    error: Mapped[str | None] = mapped_column(Text)
+    checkpoint_uri: Mapped[str | None] = mapped_column(SafeString(1000))
+    error: Mapped[str | None] = mapped_column(SafeText)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
@@ -185,17 +212,17 @@ class EvalJobRow(Base):
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
     candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id", ondelete="CASCADE"), index=True)
     settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    settings_hash: Mapped[str] = mapped_column(String(64), default="")
-    device_kind: Mapped[str] = mapped_column(String(50), default="any")  # cpu | cuda | any
-    purpose: Mapped[str] = mapped_column(String(30), default="reward")
+    settings_hash: Mapped[str] = mapped_column(SafeString(64), default="")
+    device_kind: Mapped[str] = mapped_column(SafeString(50), default="any")  # cpu | cuda | any
+    purpose: Mapped[str] = mapped_column(SafeString(30), default="reward")
     priority: Mapped[int] = mapped_column(Integer, default=0)
-    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
-    worker: Mapped[str | None] = mapped_column(String(200))
-    exclude_worker: Mapped[str | None] = mapped_column(String(200))  # re-verification: not on this worker/GPU
+    status: Mapped[str] = mapped_column(SafeString(20), default="queued", index=True)
+    worker: Mapped[str | None] = mapped_column(SafeString(200))
+    exclude_worker: Mapped[str | None] = mapped_column(SafeString(200))  # re-verification: not on this worker/GPU
     # ...until then (NULL: for ever); afterwards the excluded worker may take it (fresh-process fallback).
     exclude_until: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     # Only workers of this device type (e.g. "NVIDIA H200") claim it; NULL: any worker of device_kind.
-    device_type: Mapped[str | None] = mapped_column(String(200))
+    device_type: Mapped[str | None] = mapped_column(SafeString(200))
     # A re-verification job points at its original job; the original waits in status 'verifying' with its
     # first measurement in pending_result until the re-measurement decides (migration 0002).
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("eval_jobs.id", ondelete="SET NULL"), index=True)
@@ -204,7 +231,7 @@ class EvalJobRow(Base):
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     evaluation_id: Mapped[int | None] = mapped_column(ForeignKey("evaluations.id", ondelete="SET NULL"))
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(SafeText)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     claimed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
