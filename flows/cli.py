@@ -164,6 +164,8 @@ def _failed(run: str, resume: str, err, message: str | None) -> int:
     elif user:
         reason = reason.removeprefix("user error (exit 2): ").removeprefix("error: ")
         line = f"stage {stage}: bad input: {reason} (log: {log}); next: correct it and run {resume}"
+    elif stage == "pipeline":  # not a stage's failure: Prefect's temporary server, the API, the flow itself
+        line = f"failed: {reason} (log: {log}); next: {resume} (finished stages skip)"
     else:
         line = f"stage {stage} failed: {reason} (log: {log}); next: {resume} (finished stages skip)"
     if exc is not None:

@@ -112,6 +112,7 @@ def _handler(signum, frame) -> None:
     if _started.is_set():  # a second Ctrl-C: no more waiting
         for stop in list(_stops.values()):
             _call(stop, 0.0)
+        _stop_prefect_server(wait_s=0.0)
         _leave()
     _started.set()
     threading.Thread(target=_shutdown, args=(signum,), name="kernelrl-interrupt", daemon=True).start()
@@ -200,8 +201,9 @@ def _cancel_flow_run() -> None:
     t.join(PREFECT_CALL_S)
 
 
-def _stop_prefect_server() -> None:
-    """Prefect's temporary server is a child process stopped by an atexit hook, which ``os._exit`` skips."""
+def _stop_prefect_server(wait_s: float = 3.0) -> None:
+    """Prefect's temporary server is a child process stopped by an atexit hook, which ``os._exit`` skips: SIGTERM,
+    SIGKILL after ``wait_s``."""
     try:
         from prefect.server.api.server import SubprocessASGIServer
     except Exception:
@@ -211,8 +213,10 @@ def _stop_prefect_server() -> None:
         if proc is None:
             continue
         try:
+            if wait_s <= 0:
+                raise TimeoutError
             proc.terminate()
-            proc.wait(timeout=3)
+            proc.wait(timeout=wait_s)
         except Exception:
             try:
                 proc.kill()
