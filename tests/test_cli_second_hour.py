@@ -382,7 +382,7 @@ def test_make_deploy_says_what_to_run_first(tmp_path):
         in r.stderr, r.stdout + r.stderr
 
 
-def test_bench_reuse_is_labelled_and_a_forced_bench_measures_again(tmp_path, isolated_home, capfd):
+def test_bench_reuse_is_labelled_and_a_forced_bench_measures_again(tmp_path, isolated_home, caplog):
     """The bench step (resume=True) answers kernels scored before under the identical protocol from the store:
     the log and the report say so, with the date and evaluator; a forced bench (``pipeline run --force``, which
     passes bench.reuse_scores=false to the step only) measures them again."""
@@ -403,9 +403,11 @@ def test_bench_reuse_is_labelled_and_a_forced_bench_measures_again(tmp_path, iso
         opts = BenchOptions(sources=[str(kernels)], tasks=["02_Softmax"], out=tmp_path / "rep", budget_s=0.2,
                             correctness_trials=2, device="cpu", plots=False, artifacts=False, resume=True,
                             reuse_scores=reuse)
-        capfd.readouterr()
+        caplog.clear()
         report, _ = run_bench(opts, store)
-        return report, capfd.readouterr().err  # the log lines (kernelrl's logging writes to stderr)
+        # the log records (caplog, not the stderr stream: a handler an earlier test configured may hold another
+        # stream, and the whole suite then saw an empty stderr here)
+        return report, caplog.text
 
     report, log = bench(True)
     assert "come from the store" not in log and not any("from the store" in n for n in report.notes)
