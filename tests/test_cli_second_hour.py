@@ -382,7 +382,7 @@ def test_make_deploy_says_what_to_run_first(tmp_path):
         in r.stderr, r.stdout + r.stderr
 
 
-def test_bench_reuse_is_labelled_and_a_forced_bench_measures_again(tmp_path, isolated_home, caplog):
+def test_bench_reuse_is_labelled_and_a_forced_bench_measures_again(tmp_path, isolated_home):
     """The bench step (resume=True) answers kernels scored before under the identical protocol from the store:
     the log and the report say so, with the date and evaluator; a forced bench (``pipeline run --force``, which
     passes bench.reuse_scores=false to the step only) measures them again."""
@@ -399,15 +399,28 @@ def test_bench_reuse_is_labelled_and_a_forced_bench_measures_again(tmp_path, iso
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     store.upgrade()
 
+    import logging
+
+    class Lines(logging.Handler):  # the bench's log records, whatever handlers logging was configured with before
+        def __init__(self):
+            super().__init__(logging.WARNING)
+            self.lines: list[str] = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    seen = Lines()
+    logging.getLogger("kernelrl.reports.runner").addHandler(seen)
+
     def bench(reuse: bool):
         opts = BenchOptions(sources=[str(kernels)], tasks=["02_Softmax"], out=tmp_path / "rep", budget_s=0.2,
                             correctness_trials=2, device="cpu", plots=False, artifacts=False, resume=True,
                             reuse_scores=reuse)
-        caplog.clear()
+        seen.lines.clear()
         report, _ = run_bench(opts, store)
-        # the log records (caplog, not the stderr stream: a handler an earlier test configured may hold another
-        # stream, and the whole suite then saw an empty stderr here)
-        return report, caplog.text
+        # the log records themselves, not stderr: in the whole suite a handler an earlier test configured held
+        # another stream and this test saw an empty stderr (and configure_logging replaces pytest's caplog handler)
+        return report, "\n".join(seen.lines)
 
     report, log = bench(True)
     assert "come from the store" not in log and not any("from the store" in n for n in report.notes)
@@ -418,4 +431,5 @@ def test_bench_reuse_is_labelled_and_a_forced_bench_measures_again(tmp_path, iso
     assert note in log, log  # a warning: the pipeline's console shows a step's warnings
     report, log = bench(False)
     assert "from the store" not in log and not any("from the store" in n for n in report.notes), log
+    logging.getLogger("kernelrl.reports.runner").removeHandler(seen)
     store.engine.dispose()
