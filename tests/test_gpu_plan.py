@@ -144,7 +144,9 @@ def test_fleet_workers_share_the_queue_and_a_killed_worker_s_job_is_taken_over(i
     from kernelrl.store.queue import JobQueue
     from kernelrl.tasks import get_task
 
-    monkeypatch.setenv("FAKE_EVAL_SLEEP", "1.5")
+    # each job takes 3 s, so the job of the worker killed within ~0.1 s of being seen running cannot finish first
+    # (with 1.5 s and a loaded CPU, the victim once completed it before the kill landed)
+    monkeypatch.setenv("FAKE_EVAL_SLEEP", "3")
     st = Store(None)
     st.upgrade()
     fleet = EvaluatorFleet(["cpu", "cpu"], "f1", isolated_home, lease_s=2.0, reverify_wait_s=0.0, grace_s=5.0,
@@ -153,18 +155,20 @@ def test_fleet_workers_share_the_queue_and_a_killed_worker_s_job_is_taken_over(i
     with fleet.start():
         assert len(json.loads((isolated_home / "runs" / "f1" / "fleet.json").read_text())["workers"]) == 2
         svc = EvalService(st, EvalConfig(device="cpu", reverify=False), local_workers=0, evaluator_version="fake-1")
-        ids = svc.submit_many([EvalRequest(task, f"# fake-speedup: 1.{i}\nx = {i}\n") for i in range(6)])
+        ids = svc.submit_many([EvalRequest(task, f"# fake-speedup: 1.{i}\nx = {i}\n") for i in range(3)])
         q = JobQueue(st)
         victim = None
-        for _ in range(200):  # the first job a fleet worker holds
+        for _ in range(300):  # the first job a fleet worker holds
             running = [s for s in q.status(ids).values() if s.status == "running"]
             if running:
                 victim = running[0]
                 break
-            time.sleep(0.1)
+            time.sleep(0.05)
         assert victim is not None, "no fleet worker claimed a job"
         w = next(w for w in fleet.workers if w["worker_id"] == victim.worker)
+        vid = next(i for i, st_ in q.status(ids).items() if st_.candidate_id == victim.candidate_id)
         os.kill(w["pid"], signal.SIGKILL)
+        assert q.status([vid])[vid].status == "running"  # killed while it held the job
         results = svc.wait(ids, timeout_s=90)
         assert all(r["success"] for r in results)
         assert fleet.alive() == [x["device"] for x in fleet.workers if x["pid"] != w["pid"]]
@@ -175,4 +179,4 @@ def test_fleet_workers_share_the_queue_and_a_killed_worker_s_job_is_taken_over(i
 
     with st.engine.connect() as c:
         per_candidate = c.execute(text("select candidate_id, count(*) from evaluations group by candidate_id")).all()
-    assert len(per_candidate) == 6 and all(n == 1 for _, n in per_candidate)  # none lost, none duplicated
+    assert len(per_candidate) == 3 and all(n == 1 for _, n in per_candidate)  # none lost, none duplicated
