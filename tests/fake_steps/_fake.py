@@ -84,7 +84,10 @@ def body_for(stage: str):
             report.parent.mkdir(parents=True, exist_ok=True)
             report.write_text(f"# fake report for {ctx.run}\n")
             outputs["report"] = str(report)
-            metrics.update({"success_rate": 0.75, "speedup_p50": 1.1, "speedup_p90": 1.8, "mean_speedup": 1.3})
+            # the real bench step's headline keys (flows/stages.py HEADLINE_METRICS): the policy's row first
+            metrics.update({"success_rate": 0.75, "speedup_p50": 1.1, "speedup_p90": 1.8, "mean_speedup": 1.3,
+                            "policy_success_rate": 0.5, "policy_mean_speedup": 1.1, "run_best_mean_speedup": 1.3,
+                            "teachers_best_mean_speedup": 1.6, "tasks": 4})
         return {"outputs": outputs, "metrics": metrics}
 
     return body
