@@ -18,8 +18,10 @@ What it does (target, issue "evaluation service": >= 1.8x with two GPUs, one re-
    `kernelrl worker` process on the first device; the whole batch is submitted at once and drained. Phase
    "multi": another fresh store, one worker process per device, the same batch. Throughput = jobs finished /
    (last finish - first claim), from the job rows; scaling = multi / single. Re-verification is off in both
-   phases so that only the batch is timed. --max-minutes bounds the whole run (60% of what is left after the
-   warm-up goes to the single phase): a phase cut short reports the rate of the jobs that finished (partial).
+   phases so that only the batch is timed, unless --reverify (a training run's service: high speedups are
+   measured twice, on another GPU in the multi phase; each phase lists both GPUs). --max-minutes bounds the whole
+   run (60% of what is left after the warm-up goes to the single phase): a phase cut short reports the rate of
+   the jobs that finished (partial).
 3. Re-verification: with the multi workers still up, the best successful candidate of the batch is submitted
    with purpose 'reverify' (forced); the worker that measures it excludes its own GPU (UUID) from the
    re-measurement for --reverify-wait-s, so another GPU's worker takes it; the report names both workers,
@@ -120,7 +122,14 @@ def phase_stats(name: str, devices: list[str], rows: list[EvalJobRow], results, 
     per_worker: dict[str, int] = {}
     for r in done:
         per_worker[r.worker] = per_worker.get(r.worker, 0) + 1
+    twice = [(r.get("timing") or {}).get("reverify") for r in (results or [])]
+    twice = [{"first_gpu": t.get("first_gpu_uuid") or t.get("first_worker"), "second_gpu": t.get("gpu_uuid")
+              or t.get("worker"), "mode": t.get("mode"), "first": t.get("first_speedup"), "second": t.get("speedup"),
+              "agree": t.get("agree")} for t in twice if t]
+    for t in twice:
+        t["other_gpu"] = bool(t["second_gpu"]) and t["second_gpu"] != t["first_gpu"]
     return {"phase": name, "workers": len(devices), "devices": devices, "jobs": len(rows), "finished": len(done),
+            "reverified": twice, "reverified_on_other_gpu": sum(t["other_gpu"] for t in twice),
             "partial": partial, "wall_s": round(wall, 2), "span_s": round(span, 2),
             "jobs_per_hour": round(len(done) / span * 3600, 1) if span > 0 else None,
             "per_worker_jobs": per_worker,
@@ -251,6 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reverify-wait-s", type=float, default=600.0,
                     help="How long a re-verification is kept off the measuring worker's GPU.")
     ap.add_argument("--skip-single", action="store_true", help="Only the N-worker phase (no scaling figure).")
+    ap.add_argument("--reverify", action="store_true",
+                    help="Re-measure speedups above reverify_above as a training run does (issue 30's fleet run): in "
+                    "the single phase its one worker re-measures in fresh processes at once, in the multi phase "
+                    "another GPU does (--reverify-wait-s); each phase lists which GPU measured each twice. Off: "
+                    "only the batch is timed.")
+    ap.add_argument("--reverify-above", type=float, default=None,
+                    help="With --reverify: re-measure speedups above this (default: EvalConfig's reverify_above). "
+                    "Lower it where the batch has few large speedups (a CPU smoke) so the lists are not empty.")
     ap.add_argument("--max-minutes", type=float, default=9.0,
                     help="Whole run, warm-up included (a device call allows 10): a phase cut short reports the "
                     "throughput of the jobs that finished, marked partial. Split: 60%% single, the rest multi.")
@@ -268,14 +285,16 @@ def main(argv: list[str] | None = None) -> int:
     if not cpu:
         pin_cuda_arch(devices[0])  # workers inherit it: warm-up and timed builds use the same nvcc flags
     cfg = EvalConfig(device=devices[0], budget_s=a.budget_s, correctness_trials=a.correctness_trials,
-                     reverify=False, cache_dir=str(cache))
+                     reverify=a.reverify, cache_dir=str(cache),
+                     **({"reverify_above": a.reverify_above} if a.reverify_above is not None else {}))
     cands = pick_candidates(a.n, not cpu, set(a.expect.split(",")))
     report = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
               "command": " ".join([Path(sys.argv[0]).name if argv is None else "service_bench.py",
                                    *(argv or sys.argv[1:])]),
               "devices": devices, "device_names": device_names(devices), "n_candidates": len(cands),
               "n_tasks": len({t.key for t, _ in cands}), "warm": not a.cold,
-              "settings": {"budget_s": a.budget_s, "correctness_trials": a.correctness_trials},
+              "settings": {"budget_s": a.budget_s, "correctness_trials": a.correctness_trials,
+                           "reverify": a.reverify, "reverify_above": cfg.reverify_above},
               "candidates": [f"{t.key}/{s.name}" for t, s in cands], "phases": [], "work_dir": str(work)}
     rc = 0
     t_start = time.monotonic()
@@ -287,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     reserve = 90.0  # the forced re-verification (two evaluations) and shutting workers down
     try:
         if not a.skip_single:
+            # one worker: its re-measurements run at once in fresh processes (waiting for another GPU is pointless)
             p1, single = run_phase("single", devices[:1], cands, cfg, work, a.store, (left() - reserve) * 0.6,
-                                   a.reverify_wait_s)
+                                   0.0 if a.reverify else a.reverify_wait_s)
             report["phases"].append(p1)
             print(f"phase single: {p1}", file=sys.stderr)
         pn, multi = run_phase("multi", devices, cands, cfg, work, a.store, left() - reserve, a.reverify_wait_s,
