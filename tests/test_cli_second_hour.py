@@ -353,6 +353,8 @@ def test_eval_progress_goes_to_stderr(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("task        builtin/L1/02_Softmax\n"), r.stdout
     assert "evaluating" not in r.stdout and "━" not in r.stdout
+    # what the number is (issue 32): the clock is named under every readable result
+    assert re.search(r"^clock       wall time per call in paired spans", r.stdout, re.M), r.stdout
 
 
 def test_readme_commands_and_numbers(tmp_path):

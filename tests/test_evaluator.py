@@ -951,3 +951,35 @@ def test_reverify_rejects_a_drop_beyond_tolerance_and_keeps_the_lower_of_a_rise(
     assert not reverify_agrees(10.0, 8.99, True, 0.10)  # a drop beyond 10%
     assert not reverify_agrees(13.62, 11.41, True, 0.10)
     assert not reverify_agrees(10.0, 10.0, False, 0.10) and not reverify_agrees(0.0, 5.0, True, 0.10)
+
+
+def test_reverify_verdict_allows_for_the_intervals_and_the_reference_and_never_raises_a_score():
+    """Issue 32: a drop beyond the tolerance is not a mismatch when the two measurements' own intervals overlap,
+    or when the reference itself ran faster by enough to explain it; what is kept is the lower of the two either
+    way, and a mismatch says both numbers and that 0 was kept."""
+    from kernelrl.evaluation.stats import reverify_verdict
+
+    # the CPU softmax case: first 3.80, re-measured 3.03 (-20%)
+    v = reverify_verdict(3.80, 3.03, True, 0.10, first_interval=(3.80, 4.30), second_interval=(3.03, 3.90))
+    assert v.agree and v.rule == "intervals-overlap" and v.kept == 3.03
+    assert "kept 3.03x (the re-measurement, the lower)" in v.why and "[3.8, 4.3]" in v.why
+    v = reverify_verdict(3.80, 3.03, True, 0.10, first_interval=(3.80, 4.30), second_interval=(3.03, 3.40))
+    assert not v.agree and v.rule == "mismatch" and v.kept == 0.0 and v.why.endswith("kept 0")
+    # the reference 25% faster the second time: a 20% drop is the machine's, not the candidate's
+    v = reverify_verdict(3.80, 3.03, True, 0.10, first_interval=(3.80, 3.9), second_interval=(3.03, 3.1),
+                         ref_ms=(2.0, 1.5))
+    assert v.agree and v.rule == "reference-moved" and v.kept == 3.03 and "25% faster" in v.why
+    v = reverify_verdict(3.80, 3.03, True, 0.10, first_interval=(3.80, 3.9), second_interval=(3.03, 3.1),
+                         ref_ms=(2.0, 2.1))  # the reference steady (slower, even): the candidate dropped
+    assert not v.agree and "the reference steady" in v.why
+    # a cached-first-run cheat: 20x then 1.1x, intervals far apart; and a re-measurement that failed
+    assert reverify_verdict(20.0, 1.1, True, 0.10, first_interval=(20, 21), second_interval=(1.1, 1.2)).kept == 0.0
+    v = reverify_verdict(3.8, 3.8, False, 0.10, first_interval=(3.8, 4), second_interval=(3.8, 4))
+    assert not v.agree and v.rule == "failed"
+    # a rise keeps the first; an agreeing verdict never keeps more than either measurement
+    v = reverify_verdict(10.86, 12.63, True, 0.10)
+    assert v.agree and v.rule == "tolerance" and v.kept == 10.86 and "(the first, the lower)" in v.why
+    for first, second in [(3.8, 3.03), (5.0, 4.6), (2.0, 9.0)]:
+        v = reverify_verdict(first, second, True, 0.10, first_interval=(first, first * 2),
+                             second_interval=(second, second * 2), ref_ms=(1.0, 0.5))
+        assert v.agree and v.kept <= min(first, second)

@@ -272,3 +272,23 @@ def test_real_evaluator_through_the_service(pg_url):
     with store.session() as s:
         assert s.scalar(select(func.count()).select_from(EvaluationRow)) == 2
     store.engine.dispose()
+
+
+def test_decide_reverify_uses_the_intervals_and_says_what_was_kept():
+    """The queue's re-verification (another worker's measurement) applies stats.reverify_verdict: overlapping
+    intervals keep the lower of the two; disjoint ones score 0 with both numbers in the error and timing."""
+    from kernelrl.evaluation.jobworker import decide_reverify
+
+    first = {"success": True, "speedup": 3.8, "flags": [], "timing": {"ci_low": 3.8, "ci_high": 4.3,
+                                                                      "ref_median_ms": 2.0}}
+    second = {"success": True, "speedup": 3.03, "timing": {"ci_low": 3.03, "ci_high": 3.9, "ref_median_ms": 2.0}}
+    out = decide_reverify(first, second, 0.10, mode="other-worker", who={"worker": "B"})
+    rv = out["timing"]["reverify"]
+    assert out["speedup"] == 3.03 and out["success"] and "reverify-mismatch" not in out["flags"]
+    assert rv["agree"] and rv["rule"] == "intervals-overlap" and rv["kept"] == 3.03 and rv["worker"] == "B"
+    assert rv["interval"] == (3.03, 3.9) and first["timing"].get("reverify") is None  # the input is not mutated
+    second["timing"]["ci_high"] = 3.4
+    out = decide_reverify(first, second, 0.10, mode="other-worker", who={"worker": "B"})
+    assert out["speedup"] == 0.0 and not out["success"] and out["flags"] == ["reverify-mismatch"]
+    assert out["error"].startswith("reverify-mismatch: first 3.8x [3.8, 4.3], re-measured 3.03x [3.03, 3.4]")
+    assert out["timing"]["reverify"]["rule"] == "mismatch" and out["timing"]["reverify"]["kept"] == 0.0

@@ -35,6 +35,7 @@ def eval_cmd(
         raise ConfigError(f"{candidate}: no such candidate file")
     device = resolve_device(device)
     from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
+    from kernelrl.evaluation.flags import FATAL, describe
 
     cfg = EvalConfig(device=device, train_mode=not eval_mode)
     if budget_s is not None:
@@ -73,8 +74,25 @@ def eval_cmd(
                    f"(the score is its lower bound), {tm.get('rounds')} paired spans of {tm.get('calls_per_round')} "
                    f"calls, stopped by {tm.get('stop')}; ref {tm.get('ref_median_ms')} ms, cand "
                    f"{tm.get('cand_median_ms')} ms per call")
+    rv = tm.get("reverify") if isinstance(tm, dict) else None
+    if isinstance(rv, dict) and rv.get("why"):
+        typer.echo(f"reverify    {rv['why']}")
+    if tm:
+        typer.echo(f"clock       {CLOCK_NOTE.get(res.device_type or '', CLOCK_NOTE['cpu'])}")
+    for f in res.flags:  # what each flag means (kernelrl/evaluation/flags.py), fatal ones first
+        if f in FATAL:
+            typer.echo(f"  {f}: {describe(f)}")
     if res.error:
         typer.echo(f"error       {res.error.splitlines()[0][:300]}")
+
+
+# What the speedup compares, shown under every readable result (issue 32: users compare our numbers with the
+# paper's and KernelBench's, which time eager calls with the host in them).
+CLOCK_NOTE = {
+    "cuda": "GPU time per call with launch overhead removed on both sides (CUDA-graph replay or the held clock); "
+            "the paper and KernelBench time eager calls, host included, so their ratios differ",
+    "cpu": "wall time per call in paired spans, the harness's fixed overhead subtracted on both sides",
+}
 
 
 def register(app: typer.Typer) -> None:

@@ -53,7 +53,7 @@ from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_
                                          kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
                                          timing_cores)
 from kernelrl.evaluation.stats import (PairedStats, bucket_stats, needs_reverify, paired_stats, paired_totals,
-                                       reverify_agrees, robust_sd, round_toward_one)
+                                       reverify_verdict, robust_sd, round_toward_one, timing_interval, timing_ref_ms)
 from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags
 from kernelrl.evaluation.worker import VARIANTS
@@ -1623,14 +1623,20 @@ def _post_checks(s: _Session, result: EvalResult, cal: _Calibration, st: PairedS
 
 
 def _reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, result: EvalResult) -> None:
-    """Re-measure a large speedup in fresh processes; keep it only if the two agree within tolerance."""
+    """Re-measure a large speedup in fresh processes; keep the lower of the two only if they agree
+    (stats.reverify_verdict: within tolerance, within the two intervals, or the reference's own drift)."""
     second = evaluate(task_source, cand_source, dataclasses.replace(cfg, reverify=False, correctness_trials=2))
+    v = reverify_verdict(result.speedup, second.speedup, second.success, cfg.reverify_tolerance,
+                         first_interval=timing_interval(result.timing),
+                         second_interval=timing_interval(second.timing),
+                         ref_ms=(timing_ref_ms(result.timing), timing_ref_ms(second.timing)))
     result.timing["reverify_speedup"] = second.speedup
-    if not reverify_agrees(result.speedup, second.speedup, second.success, cfg.reverify_tolerance):
+    result.timing["reverify"] = {"first_speedup": result.speedup, "speedup": second.speedup,
+                                 "interval": timing_interval(second.timing), "tolerance": cfg.reverify_tolerance,
+                                 "mode": "fresh-process", **v.to_dict()}
+    if not v.agree:
         result.flag("reverify-mismatch")
-        result.speedup = 0.0
-    else:
-        result.speedup = round_toward_one(min(result.speedup, second.speedup))
+    result.speedup = v.kept
 
 
 def candidate_hash(source: str) -> str:

@@ -111,27 +111,27 @@ def config_from_settings(settings: dict[str, Any], device: str) -> EvalConfig:
 def decide_reverify(first: dict[str, Any], second: dict[str, Any], tolerance: float, *, mode: str,
                     who: dict[str, Any]) -> dict[str, Any]:
     """The parent's final result from its first measurement and the re-measurement: kept (the lower of the
-    two, rounded toward 1) only if both succeeded and the second is at most ``tolerance`` below the first
-    (stats.reverify_agrees); else flagged and scored 0."""
-    from kernelrl.evaluation.stats import reverify_agrees, round_toward_one
+    two, rounded toward 1) only if both succeeded and they agree (stats.reverify_verdict: within ``tolerance``,
+    within the two measurements' intervals, or the reference's own drift); else flagged and scored 0.
+    ``timing.reverify`` says which rule decided and which number was kept."""
+    from kernelrl.evaluation.stats import reverify_verdict, timing_interval, timing_ref_ms
 
     s1, s2 = float(first.get("speedup") or 0.0), float(second.get("speedup") or 0.0)
     ok2 = bool(second.get("success", second.get("executable") and second.get("correct")))
-    agree = reverify_agrees(s1, s2, ok2, tolerance)
+    t1, t2 = first.get("timing") or {}, second.get("timing") or {}
+    v = reverify_verdict(s1, s2, ok2, tolerance, first_interval=timing_interval(t1),
+                         second_interval=timing_interval(t2), ref_ms=(timing_ref_ms(t1), timing_ref_ms(t2)))
     out = dict(first)
-    timing = dict(out.get("timing") or {})
-    timing["reverify"] = {"first_speedup": s1, "speedup": s2, "agree": agree, "tolerance": tolerance,
-                          "mode": mode, **who}
+    timing = dict(t1)
+    timing["reverify"] = {"first_speedup": s1, "speedup": s2, "interval": timing_interval(t2),
+                          "tolerance": tolerance, "mode": mode, **v.to_dict(), **who}
     out["timing"] = timing
-    if agree:
-        out["speedup"] = round_toward_one(min(s1, s2))
-    else:
+    out["speedup"] = v.kept
+    if not v.agree:
         flags = list(out.get("flags") or [])
         if "reverify-mismatch" not in flags:
             flags.append("reverify-mismatch")
-        out.update(flags=flags, speedup=0.0, success=False,
-                   error=out.get("error") or f"re-measurement {s2} (success={ok2}) disagrees with {s1} "
-                                             f"beyond {tolerance:.0%}")
+        out.update(flags=flags, success=False, error=out.get("error") or f"reverify-mismatch: {v.why}")
     return out
 
 
