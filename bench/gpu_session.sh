@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
 # One device call (the lent H100): set-up from carried wheels, then the parts named in $PARTS, each logged under
 # $OUT. Usage on the device machine (see bench/results/*/README.md for the exact calls):
-#   PARTS="prebuild floor variants redteam bench" BENCH_ARGS="--only 0:6 --repeats 3" bash bench/gpu_session.sh
+#   PARTS="prebuild floor redteam bench" BENCH_ARGS="--only 0:6 --repeats 3" bash bench/gpu_session.sh
 # Parts: prebuild (nvcc builds of the seeds and the red team's extension, in the background on cores 0-7, packed
 # to $OUT/ccache.tgz as soon as they are done (whole build folders: torch's JIT reruns ninja in a new process), for
 # the next call to carry as .ccache/ccache.tgz), floor (bench/gpu_noise_floor.py: a plain
-# in-process paired timer, the yardstick; $FLOOR_PAIRS: other REF CAND pairs), variants (bench/timing_variants.py with $VARIANT_ARGS), redteam (the
-# CUDA red team through pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS), modes (bench/timer_modes.py with
-# $MODES_ARGS: wall clock, blocked GPU clock and CUDA graphs side by side), held (bench/held_clock_check.py with
-# $HELD_ARGS: one pair a few times per clock, with the held clock's keys), placement (bench/placement_probe.py with
-# $PLACEMENT_ARGS: does where the inputs sit in GPU memory move a pair's time and ratio), evals / evals2 (bench/eval_one.py
-# once per ';'-separated argument set in $EVALS / $EVALS2), wait (for the prebuild: "evals wait evals2").
+# in-process paired timer, the yardstick; $FLOOR_PAIRS: other REF CAND pairs), redteam (the CUDA red team through
+# pytest), bench (bench/evaluator_bench.py with $BENCH_ARGS), evals / evals2 (bench/eval_one.py once per
+# ';'-separated argument set in $EVALS / $EVALS2), wait (for the prebuild: "evals wait evals2"). The probes of
+# earlier versions (variants, modes, held, placement) were removed with their scripts (issue 34; git history).
 # Several GPUs (one evaluator per GPU, as the service runs them): laneN (N = 1..7) starts bench/evaluator_bench.py
 # on cuda:N with $LANEN_ARGS in the background at once (give it tasks without extensions: it does not wait for the
 # prebuild), bench0 runs it on cuda:0 with $BENCH0_ARGS without waiting for the prebuild either; the call waits
@@ -66,24 +64,10 @@ for part in ${PARTS:-redteam bench}; do
         ${FLOOR_PAIRS:-$T/level1/02_Softmax.py $S/level1/02_Softmax/triton_online.py
         $T/level1/03_LayerNorm.py $S/level1/03_LayerNorm/triton_layernorm.py
         $T/level3/06_TransformerBlock.py $S/level3/06_TransformerBlock/fused_primitives.py} 2>&1 | tee "$OUT/floor.log" ;;
-    variants)
-      tmo "${VARIANTS_TIMEOUT:-300}" python3 bench/timing_variants.py --out-dir "$OUT/variants" \
-        ${VARIANT_ARGS:-} 2>&1 | tee "$OUT/variants.log" ;;
     redteam)
       wait_prebuild
       tmo "${REDTEAM_TIMEOUT:-240}" python3 -m pytest -q -s -p no:cacheprovider -m gpu \
         ${REDTEAM_K:+-k "$REDTEAM_K"} tests/redteam/test_redteam_cuda.py 2>&1 | tee "$OUT/redteam_cuda.log" ;;
-    held)
-      tmo "${HELD_TIMEOUT:-200}" python3 bench/held_clock_check.py --out "$OUT/held.jsonl" ${HELD_ARGS:-} 2>&1 \
-        | tee "$OUT/held.log" ;;
-    placement)  # PLACEMENT_RUNS fresh processes in turn (--seed 1..N): placement within one against between them
-      for run in $(seq 1 "${PLACEMENT_RUNS:-1}"); do
-        tmo "${PLACEMENT_TIMEOUT:-200}" python3 bench/placement_probe.py --out "$OUT/placement.jsonl" \
-          --seed "$run" ${PLACEMENT_ARGS:-} 2>&1 | tee -a "$OUT/placement.log"
-      done ;;
-    modes)
-      tmo "${MODES_TIMEOUT:-500}" python3 bench/timer_modes.py --out "$OUT/modes" ${MODES_ARGS:-} 2>&1 \
-        | tee "$OUT/modes.log" ;;
     evals|evals2)  # bench/eval_one.py once per ';'-separated argument set in $EVALS (evals2: $EVALS2)
       var=${part^^}
       IFS=';' read -ra sets <<< "${!var:-}"

@@ -8,7 +8,6 @@ import random
 import torch
 
 from bench.evaluator_bench import bench_task, pick_seed
-from bench.placement_probe import probe
 from kernelrl.config.stages import EvalConfig
 from kernelrl.tasks import get_task
 
@@ -35,15 +34,6 @@ def test_evaluator_bench_fix_k_times_every_later_repeat_with_the_first_ones_k(mo
     seen.clear()
     bench_task(task, pick_seed(task, "cpu"), CPU, repeats=2, long_factor=0.0, fix_k=False)
     assert seen == [0, 0]
-
-
-def test_placement_probe_reports_within_and_between_group_spread():
-    row = probe("09_Swish", "*", torch.device("cpu"), groups=3, rounds=3, target_ms=1.0, rng=random.Random(0))
-    assert "error" not in row, row
-    assert row["seed"] == pick_seed(get_task("09_Swish"), "cpu").name and row["k"] >= 1
-    assert len(row["group_ratios"]) == 3 and all(r > 0 for r in row["group_ratios"])
-    assert set(row["within_pct"]) == {"ref", "cand"} and set(row["between_pct"]) == {"ref", "cand", "ratio"}
-    assert probe("09_Swish", "no_such_seed", torch.device("cpu"), 2, 2, 1.0, random.Random(0))["error"]
 
 
 def test_set_overrides_any_evalconfig_knob_with_its_type_and_refuses_bad_ones():
