@@ -368,3 +368,44 @@ def test_cli_bench_stored_and_errors(tmp_path):
     assert r.returncode == 2 and "--levels" in r.stderr
     r = _cli("bench", "ablations")
     assert r.returncode == 0 and "crl.prompt=plain" in r.stdout and "crl.sampler.kind=island" in r.stdout
+
+
+def test_reference_baselines_are_the_reference_itself_wrapped(tmp_path):
+    """baseline:compile / compile-reduce-overhead / cuda-graph (issue 32): the task's own source plus a ModelNew
+    wrapper, so the parameters are the reference's; the CUDA graph is CUDA only (no row scored on a CPU); an
+    unknown baseline is a clear error. (Scored on the GPU: bench/results; here the sources themselves.)"""
+    import importlib.util
+
+    import torch
+
+    from kernelrl.errors import KernelRLError
+    from kernelrl.reports.sources import resolve
+    from kernelrl.tasks import get_task
+
+    task = get_task("09_Swish")
+    for spec, variant, mode in [("baseline:compile", "torch.compile", "None"),
+                                ("baseline:compile-reduce-overhead", "torch.compile reduce-overhead",
+                                 "'reduce-overhead'")]:
+        src = resolve(spec, [task], device_kind="cpu")
+        [pick] = src.picks
+        assert src.label == variant and pick.origin == "baseline" and pick.source.startswith(task.source.rstrip())
+        assert f"_kr_torch.compile(super().forward, mode={mode})" in pick.source
+        path = tmp_path / f"{spec.replace(':', '_')}.py"
+        path.write_text(pick.source)
+        spec_ = importlib.util.spec_from_file_location(path.stem, path)
+        mod = importlib.util.module_from_spec(spec_)
+        spec_.loader.exec_module(mod)
+        assert issubclass(mod.ModelNew, mod.Model) and callable(mod.ModelNew()._kr_forward)
+    # the CUDA graph wrapper: on CPU tensors it is the reference (the fallback); on a CPU device no row is scored
+    src = resolve("baseline:cuda-graph", [task], device_kind="cuda")
+    path = tmp_path / "graph.py"
+    path.write_text(src.picks[0].source)
+    spec_ = importlib.util.spec_from_file_location("graph", path)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    x = torch.randn(4, 8)
+    assert torch.equal(mod.ModelNew()(x), mod.Model()(x))
+    cpu = resolve("baseline:cuda-graph", [task], device_kind="cpu")
+    assert cpu.picks[0].source is None and cpu.missing == "CUDA only" and "needs a CUDA device" in cpu.notes[0]
+    with pytest.raises(KernelRLError, match="unknown baseline; one of baseline:compile"):
+        resolve("baseline:compile-max", [task], device_kind="cpu")

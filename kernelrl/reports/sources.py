@@ -12,6 +12,7 @@ Source specs (``kernelrl bench --source SPEC``, repeatable, each a column of the
 | ``run:RUN`` or a run's name | the best successful candidates per task over the whole run |
 | ``stage:STAGE`` or a stage name | the best of STAGE over every run (``--run`` narrows it) |
 | ``policy:RUN/STAGE[@FORMAT]`` | k fresh samples of the stage's final checkpoint, each a row (reports/policy.py) |
+| ``baseline:compile[-reduce-overhead]``, ``baseline:cuda-graph`` | the reference itself, compiled or in a CUDA graph |
 
 A JSON record's task reference is ``task``, ``task_key``, ``name``, or ``level``/``level_id`` +
 ``task_id``/``problem_id``; its code is ``code``, ``custom_code``, ``source`` or ``kernel``.
@@ -356,6 +357,14 @@ def resolve(spec: str, tasks: list[Task], *, store=None, run: str | None = None,
         return ResolvedSource(label or ("seed corpus (every kernel)" if include_all else "seed corpus (best per task)"),
                               spec, picks, unit="kernel" if include_all else "task",
                               reduce="none" if include_all else "best", notes=notes)
+    if spec.startswith("baseline:"):
+        from kernelrl.reports.reference_baselines import REFERENCE_BASELINES, from_reference_baseline
+
+        if spec not in REFERENCE_BASELINES:
+            raise KernelRLError(f"--source {spec}: unknown baseline; one of {', '.join(REFERENCE_BASELINES)}")
+        picks, notes = from_reference_baseline(spec, tasks, device_kind=device_kind)
+        return ResolvedSource(label or REFERENCE_BASELINES[spec][0], spec, picks, notes=notes,
+                              missing="CUDA only" if device_kind == "cpu" else "no candidate")
     p = Path(spec).expanduser()
     if p.is_dir():
         picks, notes = from_directory(p, tasks)

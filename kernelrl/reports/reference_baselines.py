@@ -1,0 +1,125 @@
+"""The paper's reference baselines as report sources: the reference itself under ``torch.compile`` (default mode
+and ``reduce-overhead``) and captured in a CUDA graph, each scored by the evaluator like any candidate.
+
+    kernelrl bench --source seeds --source baseline:compile --source baseline:compile-reduce-overhead \
+        --source baseline:cuda-graph --device cuda
+
+| spec | ModelNew |
+|---|---|
+| ``baseline:compile`` | ``Model`` with its forward wrapped in ``torch.compile`` (default mode) |
+| ``baseline:compile-reduce-overhead`` | the same with ``mode="reduce-overhead"`` (inductor's own CUDA graphs) |
+| ``baseline:cuda-graph`` | ``Model`` replaying a CUDA graph captured at its first call per input shape; CUDA only |
+
+The CUDA-graph wrapper keeps static input buffers, copies the inputs in, replays, and returns clones of the
+outputs (a caller may keep outputs across calls).
+
+Each baseline is the task's own source followed by a ``ModelNew(Model)`` wrapper, so its parameters are the
+reference's, built from the same seed. A compile happens at the first call, inside the evaluator's load phase
+allowance (the compile time is reported apart, in ``timing``, never in the timed spans). The scores are on the
+evaluator's clock (GPU time, launch overhead removed on both sides where both are captured): a baseline that only
+removes launches, as ``reduce-overhead`` and the CUDA graph do, gains little there, unlike under eager timing
+(kernelrl/evaluation/README.md, "What the score measures").
+"""
+
+from __future__ import annotations
+
+from kernelrl.reports.sources import Pick
+from kernelrl.tasks.loader import Task
+
+_COMPILE = '''
+
+# --- kernelrl reference baseline: torch.compile(mode={mode!r}) of the reference (reports/reference_baselines.py)
+import torch as _kr_torch
+
+try:  # compile in this process: a pool of compile workers would be reported as leftover processes
+    import torch._inductor.config as _kr_inductor_config
+    _kr_inductor_config.compile_threads = 1
+except Exception:  # pragma: no cover - an older or newer torch without the knob
+    pass
+
+
+class ModelNew(Model):
+    """The reference itself, compiled: the paper's torch.compile baseline, scored like any candidate."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._kr_forward = _kr_torch.compile(super().forward, mode={mode!r})
+
+    def forward(self, *args, **kwargs):
+        return self._kr_forward(*args, **kwargs)
+'''
+
+_CUDA_GRAPH = '''
+
+# --- kernelrl reference baseline: the reference captured in a CUDA graph (reports/reference_baselines.py)
+import torch as _kr_torch
+
+
+def _kr_clone(x):
+    if isinstance(x, _kr_torch.Tensor):
+        return x.clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_kr_clone(v) for v in x)
+    return x
+
+
+class ModelNew(Model):
+    """The reference replayed from a CUDA graph captured at its first call per input signature: static input
+    buffers, the inputs copied in, one replay, the outputs cloned (callers may keep them across calls)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._kr_key = None
+
+    def _kr_capture(self, args, key):
+        self._kr_static = [a.clone() if isinstance(a, _kr_torch.Tensor) else a for a in args]
+        side = _kr_torch.cuda.Stream()
+        side.wait_stream(_kr_torch.cuda.current_stream())
+        with _kr_torch.cuda.stream(side):  # warm-up off the capture (cuDNN/cuBLAS workspaces, lazy init)
+            for _ in range(3):
+                super().forward(*self._kr_static)
+        _kr_torch.cuda.current_stream().wait_stream(side)
+        self._kr_graph = _kr_torch.cuda.CUDAGraph()
+        with _kr_torch.cuda.graph(self._kr_graph):
+            self._kr_out = super().forward(*self._kr_static)
+        self._kr_key = key
+
+    def forward(self, *args):
+        if not any(isinstance(a, _kr_torch.Tensor) and a.is_cuda for a in args):
+            return super().forward(*args)
+        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, _kr_torch.Tensor) else repr(a)
+                    for a in args)
+        if key != self._kr_key:
+            self._kr_capture(args, key)
+        for dst, src in zip(self._kr_static, args):
+            if isinstance(dst, _kr_torch.Tensor):
+                dst.copy_(src)
+        self._kr_graph.replay()
+        return _kr_clone(self._kr_out)
+'''
+
+# spec -> (variant name, wrapper template, CUDA only)
+REFERENCE_BASELINES: dict[str, tuple[str, str, bool]] = {
+    "baseline:compile": ("torch.compile", _COMPILE.replace("{mode!r}", "None"), False),
+    "baseline:compile-reduce-overhead": ("torch.compile reduce-overhead",
+                                         _COMPILE.replace("{mode!r}", "'reduce-overhead'"), False),
+    "baseline:cuda-graph": ("reference in a CUDA graph", _CUDA_GRAPH, True),
+}
+
+
+def baseline_source(task: Task, spec: str) -> str:
+    """The candidate source of one reference baseline for ``task``: its own source plus the wrapper."""
+    _, wrapper, _ = REFERENCE_BASELINES[spec]
+    return task.source.rstrip() + "\n" + wrapper
+
+
+def from_reference_baseline(spec: str, tasks: list[Task], *, device_kind: str) -> tuple[list[Pick], list[str]]:
+    """One pick per task (``source`` None where the baseline cannot run on this device: a CUDA graph on a CPU)."""
+    variant, _, cuda_only = REFERENCE_BASELINES[spec]
+    if cuda_only and device_kind == "cpu":
+        return ([Pick(t, None, variant=variant, origin="baseline", note="CUDA only") for t in tasks],
+                [f"{spec}: the reference in a CUDA graph needs a CUDA device; not scored on a CPU"])
+    picks = [Pick(t, baseline_source(t, spec), variant=variant, origin="baseline",
+                  note=f"the reference under {variant}") for t in tasks]
+    return picks, [f"{spec}: the reference itself under {variant}, scored by the evaluator like any candidate "
+                   "(a compile at the first call is outside the timed spans)"]
