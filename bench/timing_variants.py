@@ -2,7 +2,7 @@
 variant of EvalConfig, in one device call, so that knob choices rest on numbers from the same machine.
 
     python bench/timing_variants.py --out-dir $OUT/variants --tasks 02_Softmax,03_LayerNorm \
-        --variants 'base={};long_spans={"target_round_ms": 20};no_spin={"spin_wait": false}' --repeats 3
+        --variants 'base={};no_early_stop={"target_ci": 0};host={"clock": "host"}' --repeats 3
 
 Prints one JSON line per evaluation and, per task and variant, the repeats' spread of the reported score
 (max/min - 1). Raw rounds go to DIR/rows.jsonl (analyse offline with bench/analyze_rounds.py-style code).
@@ -43,7 +43,7 @@ def main() -> None:
     cands = candidates(a.device)
     want = [w.strip() for w in a.tasks.split(",") if w.strip()]
     chosen = [(t, s) for w in want for t, s in cands if w in t.key][: len(want)]
-    base = EvalConfig(device=a.device, reverify=False, keep_rounds=True)
+    base = EvalConfig(device=a.device, reverify=False)
     t_stop = time.monotonic() + a.max_minutes * 60
     summary = []
     for task, seed in chosen:

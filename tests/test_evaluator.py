@@ -37,7 +37,7 @@ from kernelrl.evaluation.worker import _digest_round, _metas
 from kernelrl.tasks import get_task
 
 FAST = EvalConfig(device="cpu", budget_s=0.4, correctness_trials=4, reverify=False, max_wall_s=90,
-                  min_timeout_s=4.0, spread_threshold=10.0, memory_limit_mb=4096)
+                  spread_threshold=10.0, memory_limit_mb=4096)
 
 
 # -- statistics ---------------------------------------------------------------------------------------------------
@@ -749,11 +749,10 @@ def test_identical_candidate_is_not_dragged_down_by_its_first_blocks():
     # one stray slow span (a page-fault burst, a candidate span 10-30x long) moved the lower bound to 0.4-0.6 in
     # most runs, the estimate staying at 0.9-1.0: the Wilcoxon interval of so few blocks is not what this test is
     # about.
-    cfg = EvalConfig(device="cpu", budget_s=2.0, correctness_trials=3, reverify=False, spread_threshold=10.0,
-                     keep_rounds=True)
+    cfg = EvalConfig(device="cpu", budget_s=2.0, correctness_trials=3, reverify=False, spread_threshold=10.0)
     # The better of two evaluations: a stray slow block from the rest of a busy test run can still pull one lower
     # bound down; the cold-block bug pulled every evaluation to 0.21-0.28.
-    runs = [evaluate(task.source, cand, cfg) for _ in range(2)]
+    runs = [evaluate(task.source, cand, cfg, keep_rounds=True) for _ in range(2)]
     r = max(runs, key=lambda x: x.speedup)
     assert r.executable and r.correct, (r.flags, r.error)
     assert r.timing["warmup_blocks"] >= 1
@@ -925,19 +924,6 @@ def test_device_clock_on_cpu_is_the_parent_clock():
 
     r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, clock="device"))
     assert r.success and r.speedup > 0 and "clock" not in r.timing
-
-
-def test_calls_per_span_fixes_k_for_the_whole_evaluation():
-    """EvalConfig.calls_per_span (experimental): the timed spans hold that many calls, kept through the warm-up
-    (which otherwise calibrates k again); 0 (or less) calibrates as before. Capped by the block's memory."""
-    import dataclasses
-
-    r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, calls_per_span=3, budget_s=0.2))
-    # the interference check's noise flag (reference-slowed) fired once on the 2-core VM for these 3-call spans: it
-    # zeroes the score after timing, which is not what this test is about
-    assert r.success or set(r.flags) & FATAL <= {"reference-slowed"}, r.flags
-    assert r.timing["calls_per_round"] == 3  # calibration alone picks far more for this task
-    assert "calls_per_round_at_calibration" not in r.timing
 
 
 def test_reverify_rejects_a_drop_beyond_tolerance_and_keeps_the_lower_of_a_rise():

@@ -49,9 +49,9 @@ from kernelrl.evaluation.held import (EMPTY_HOLD_S, HeldBook, Phase, Semaphores,
                                       settle_more)
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.loading import LoadTimeout, wait_for_load
-from kernelrl.evaluation.sandbox import (WorkerProcess, become_subreaper, child_pids, host_free_bytes, keep_off_cores,
-                                         kill_orphans, pin_threads, restore_affinity, scratch_dir, spare_cores,
-                                         timing_cores)
+from kernelrl.evaluation.sandbox import (DROP_PRIVILEGES, WorkerProcess, become_subreaper, child_pids,
+                                         host_free_bytes, keep_off_cores, kill_orphans, pin_threads,
+                                         restore_affinity, scratch_dir, spare_cores, timing_cores)
 from kernelrl.evaluation.stats import (PairedStats, bucket_stats, needs_reverify, paired_stats, paired_totals,
                                        reverify_verdict, robust_sd, round_toward_one, timing_interval, timing_ref_ms)
 from kernelrl.evaluation.spares import SPARES
@@ -70,6 +70,157 @@ TOLERANCES = {
     torch.float16: (1e-2, 1e-2, 5e-3),
     torch.bfloat16: (5e-2, 5e-2, 2e-2),
 }
+
+
+# The protocol's settings that are not public knobs (issue 34: EvalConfig keeps at most 20): each was an
+# EvalConfig knob and keeps its why here; its value is the default every committed score was measured with.
+
+# Diagnostic only: the paper's statistic (median of this many bucket means of the per-round ratios) is reported beside
+# the score in timing.bucket_means.
+BUCKETS = 7
+
+# Time at least this long (and min_rounds) before the interval may stop the rounds: a few early rounds that happen to
+# agree must not end the measurement.
+MIN_TIMING_S = 0.3
+
+# Stop after this many paired spans even if budget remains.
+MAX_ROUNDS = 100000
+
+# Calls per timed span (k) are chosen so the reference's span takes about this long: the fixed round trip and
+# device-wide sync (~0.05 ms, measured and subtracted) and its jitter stay under 1% of it, per-call jitter averages
+# over k calls, and a pair of spans (reference, candidate) lies within ~25 ms, so the machine's slow drifts hit both
+# alike.
+TARGET_ROUND_MS = 10.0
+
+# Calibration keeps the device busy with the reference's spans at least this long before k is fixed: an idle GPU runs
+# at a fraction of its clock for the first tens of ms, and a k calibrated then gave spans of half the target on the
+# H100.
+WARMUP_MS = 100.0
+
+# Timing starts with warm-up blocks that are not counted: the first always, and the next ones while either side's
+# spans in it and the previous block spread more than warmup_tolerance, up to this many blocks (the budget counts from
+# the first counted block). A candidate's first blocks after its correctness checks ran 10-50x slower on a CPU VM
+# (first touch of the memory its outputs get: ~10 us per page fault), and one such counted block dragged an identical
+# candidate's lower bound to 0.22. The candidate gains nothing here: uncounted blocks only delay.
+WARMUP_BLOCKS_MAX = 4
+
+# A side counts as warm when its spans in two consecutive blocks all lie within this fraction of their middle (see
+# warmup_blocks_max).
+WARMUP_TOLERANCE = 0.1
+
+# Diagnostic: before each timing block the reference times a fixed Python loop and, on CUDA, a tiny kernel launch on
+# the timing core (outside every clock, ~1 ms); timing.host_probe reports their median and spread, and rounds_raw each
+# block's values. Tells host-speed states (which move a launch-bound ratio) apart from GPU noise.
+HOST_PROBE = True
+
+# Busy-poll (no sleeping) around each timed span, in the parent and in the worker about to be timed. A process woken
+# from a blocking read pays the scheduler's wake-up latency, which varies on a virtual machine and lands on the clock
+# twice per span; and a worker that slept a few ms before its span (while the parent froze the other side) ran it up
+# to 2x slower on a CPU VM, a bias against whichever side waited longer. The parent's thread keeps off the timing
+# cores while it spins.
+SPIN_WAIT = True
+
+# The largest share of the candidate's own span (per block) by which its harness time (staging, digest) may exceed the
+# reference's without being charged; the reference's harness noise sets the allowance below that. It is what a cheat
+# that moves work into the harness keeps: at most 1 + this (1.2x). 1/3 (1.33x) before: a harness patched to precompute
+# a third of its calls while staging measured estimates 1.3-1.7x honest on a CPU VM; re-scoring 156 honest evaluations
+# (CPU VM and H100) with 0.2 moved none of their medians and no lower bound by more than 5.3%.
+HARNESS_ALLOWANCE = 0.2
+
+# clock='held' (version 8): each counted block also times one *empty* held span per side (no calls: the holder's GO,
+# the worker's wait and DONE, the two context switches), and the smaller side's median is taken off every span of both
+# sides. On the H100 VM a held span carried ~300 us of such fixed cost (regressed over k on 15 tasks, 2026-11-26 v8:
+# 230-340 us on the candidate's side), 15-30% of a fast candidate's 1-2 ms span: scores were understated and moved
+# with k (RMSNorm 3.19 at k=101, 2.49 at k=25). The candidate cannot raise what is taken off (the smaller of the two
+# medians; its own only lowers it).
+HELD_SPAN_OVERHEAD = True
+
+# clock='device': the spin kernel before a span lasts this many times the host's queueing time of the span's calls
+# (+0.2 ms). 1.5 left the GPU waiting for the host in some spans (35% and 76% between repeats); 3 gave 18 of 20 pairs
+# within 2%. Longer spins cost timing time, not accuracy.
+DEVICE_SPIN_FACTOR = 3.0
+
+# clock='held': the holder's hold before a held phase lasts this many times the host's queueing time of the phase (the
+# larger side's; +the holder's own queueing, +0.5 ms). Shorter holds starve the GPU (host gaps land on the clock);
+# longer ones cost wall time: 3x made launch-bound Softmax spans 45 ms for 9 ms of GPU work on the H100 VM
+# (2026-11-26, evaluations 2-3x longer than on the host clock).
+HOLD_FACTOR = 2.0
+
+# Paired spans per block: inputs for all of them are staged once and digested once per block. The statistics treat a
+# block as the independent unit: on the H100 the spans of one block agreed within ~2% while the level moved by up to
+# 20% between blocks, so more, smaller blocks average that out (2: ~70% of the time in timed spans with 10 ms spans; 8
+# gave ~10 blocks per evaluation and 15% between repeats).
+SPANS_PER_BLOCK = 2
+
+# Calls per block whose outputs are digested (a random sample drawn after the clock; every call's structure, dtype and
+# shape is checked). A candidate wrong in a share p of calls escapes one block with probability (1-p)^32.
+DIGEST_SAMPLE = 32
+
+# Upper bound on calls per round (also bounded so a block's input and output sets fit in round_memory_mb).
+MAX_CALLS_PER_ROUND = 1024
+
+# Inputs and outputs one worker keeps alive for a block (k x spans_per_block sets). On CUDA at most a tenth of the
+# GPU's memory (two workers share it): at 2 GB a task with 8 MB inputs and outputs got k = 10, spans of 1 ms, and
+# noisy ratios. On CPU the sets live in host memory, so this is further capped to a quarter of what the host or
+# container (cgroup limit) has free and of memory_limit_mb: two workers stage at once, and a 2 GB evaluator container
+# whose workers staged 2 GB each was OOM-killed mid-timing.
+ROUND_MEMORY_MB = 8192
+
+# Floor of the per-run time limit (1000x a 10 us reference is too tight).
+MIN_TIMEOUT_S = 5.0
+
+# CUDA: before each reference round, a tiny kernel must finish within this many microseconds (idle latency is ~10-30
+# us; work queued by another process delays it by a time slice or more).
+QUIESCE_BUSY_US = 300.0
+
+# CUDA: the longest the reference waits for the device to drain before it is timed anyway (the wait is recorded; a
+# longer backlog then shows up as reference-slowed).
+QUIESCE_LIMIT_S = 2.0
+
+# clock='held' with cuda_graphs (version 10; 0 = off): before the reference captures its graphs, raise k so the
+# reference's span holds about this many ms of GPU time (its eager held time per call; within the block's memory and
+# max_calls_per_round; never lowered). Otherwise k comes from the parent's clock (target_round_ms), mostly dispatch
+# for a launch-bound reference: graph spans of 0.5-1.5 ms of GPU time, where a phase's fixed costs (the holder's
+# drain, context switches) weigh more. On the H100 (eighth session, call 1) 10 took LayerNorm from k = 55-72 to 147
+# and GELU from 90 to 310, and their drain charges (2-8% of the score) to 0.
+GRAPH_SPAN_MS = 10.0
+
+# Pin both workers of an evaluation to one CPU core (they never run at once): launch-bound GPU kernels and CPU kernels
+# are then timed on the same core, not on whichever cores the OS picked for two processes (seen on an H100 host: the
+# same launch-bound candidate 14-27 us per call across processes).
+PIN_CPU = True
+
+# Keep this many worker processes per role started ahead (torch imported, device context made; no task or candidate
+# code) for the next evaluation: saves ~5 s of start-up per evaluation on an H100 host. Each is used by one evaluation
+# only, and none starts while an evaluation is timed, so with one per role every other back-to-back evaluation found
+# none ready. -1: 2 on CUDA, 0 on CPU (where a background start would compete with the timing for the cores); 0: start
+# workers when needed.
+SPARE_WORKERS = -1
+
+# Threads that start spare workers side by side (the most any evaluation of this process asked for). A held evaluation
+# takes three spares (reference, candidate, holder): with 2 threads, paused while timing, their replacements (~5 s
+# each) fell behind and on the H100 (eighth session) 35% of warm evaluations found no holder ready and paid 4-7 s of
+# start-up (433 evaluations per GPU-hour). 3 starts the three replacements at once.
+SPARE_STARTERS = 3
+
+# CUDA: the reference's and the candidate's device contexts sleep in a synchronisation (CU_CTX_SCHED_BLOCKING_SYNC)
+# instead of spinning. A model that syncs inside forward (.item(), .tolist()) waits out the held clock's hold in that
+# sync, and a spinning wait is CPU time the host check charges like host work hidden behind the hold: the MoE seed
+# (one .tolist() a call) scored 0.005-0.008 (30 ms a call of charge; H100, ninth session). Both sides alike; the
+# holder keeps the default schedule.
+BLOCKING_SYNC = True
+
+# clock='held': when the interval would stop the rounds while a check charges the candidate (held.charges), time on to
+# twice min_rounds (within budget_s) first. A charge from a passing disturbance of the GPU in a few blocks (H100,
+# eighth session: one LayerNorm evaluation in 120 charged 6% for holds ~69 us longer in two slow blocks) is then
+# trimmed by the checks' trimmed mean; a cheat that repeats is charged as before. Costs wall time only on evaluations
+# that are charged.
+SETTLE_CHARGES = True
+
+# Share of timing blocks whose outputs of one random call are fetched whole after the clock and compared elementwise
+# with the reference's (at least one block per evaluation; every block is also digest-checked). About 3 audits in a 2
+# s evaluation of 2-span blocks.
+AUDIT_FRACTION = 0.08
 
 
 @dataclass
@@ -318,9 +469,9 @@ class _Session:
         self.seed = self.rng.randrange(2**31)
         self.deadline = time.monotonic() + cfg.max_wall_s
         self.before: set[int] = set()
-        self.cpus = timing_cores(device) if cfg.pin_cpu else None
+        self.cpus = timing_cores(device) if PIN_CPU else None
         # Busy-polling around the timed spans (see go); the parent thread stays off the timing cores meanwhile.
-        self.spin = bool(cfg.spin_wait)
+        self.spin = bool(SPIN_WAIT)
         # Harness seconds a timing block adds to each side beyond its stage and digest (see go, drain_for_ref):
         # both sides' parent-timed quiesce, and the candidate's leftover GPU work drained before the reference runs.
         self.extra = {"ref": 0.0, "cand": 0.0}
@@ -339,7 +490,6 @@ class _Session:
         self.queue = {kind: {"ref": [], "cand": []} for kind in ("go", "stage", "digest")}
         self.queue0 = {"go": 1e-3, "stage": 1e-3, "digest": 1e-3}
         self.queue_full = False  # the reference's last held block: its queueing lasted its hold (ref_block_held)
-        self.held_off = ""  # why this evaluation left the held clock for the host clock (_calibrate), or ""
         # EvalConfig.cuda_graphs: which side's held spans replay its captured graphs (both or neither once the
         # candidate has run; the reference alone in calibration), the calls per graph and graphs per block
         self.replay = {"ref": False, "cand": False}
@@ -347,8 +497,8 @@ class _Session:
         self.graphs: dict = {}  # what timing.graphs reports
         self.drain_log: list[list] = []  # the holder's drains, for timing.rounds_raw (holder_drain)
         self.last_phase = ""  # "side:cmd" of the last held phase (the drain log's "after")
-        self.froze_since_phase = False  # the candidate was frozen since that phase (EvalConfig.drain_gap_match)
         self.phases: dict[str, float] = {}
+        self.keep_rounds = False  # evaluate(keep_rounds=True): timing.rounds_raw (analysis)
         self.ref_load_s = 0.0  # how long the reference's load took (the candidate's load limit scales with it)
         self._t_mark = time.monotonic()
 
@@ -365,11 +515,11 @@ class _Session:
         # cores, or anywhere when there are none, and move to the timing cores once loaded: two imports of torch
         # pinned to one core took twice as long.
         common = dict(device=self.device, mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
-                      drop_privileges=self.cfg.drop_privileges, cpus=(spare_cores() if self.cpus else None),
-                      blocking_sync=self.cfg.blocking_sync)
-        n_spares = self.cfg.spare_workers if self.cfg.spare_workers >= 0 else 2 * self.device.startswith("cuda")
+                      drop_privileges=DROP_PRIVILEGES, cpus=(spare_cores() if self.cpus else None),
+                      blocking_sync=BLOCKING_SYNC)
+        n_spares = SPARE_WORKERS if SPARE_WORKERS >= 0 else 2 * self.device.startswith("cuda")
         SPARES.per_key = max(SPARES.per_key, n_spares)
-        SPARES.starters = max(SPARES.starters, self.cfg.spare_starters)
+        SPARES.starters = max(SPARES.starters, SPARE_STARTERS)
         use_spares = n_spares > 0
         for role, source, cache in (("cand", self.cand_source, self.cand_cache), ("ref", self.task_source,
                                                                                   self.ref_cache)):
@@ -508,7 +658,6 @@ class _Session:
                 worker.thaw()
             if cand is not None and not cand.stopped and cand.alive():
                 cand.freeze()
-                self.froze_since_phase = True
         elif worker.stopped:
             worker.thaw()
 
@@ -520,7 +669,7 @@ class _Session:
         not trusted; its request is parent-timed instead)."""
         is_ref = worker is self.ref
         t0 = time.perf_counter()
-        hq, _ = self._req(worker, self._quiesce_header(spin_s), timeout=self._left(self.cfg.quiesce_limit_s + 60),
+        hq, _ = self._req(worker, self._quiesce_header(spin_s), timeout=self._left(QUIESCE_LIMIT_S + 60),
                           harness=is_ref, hold=False)
         dt = time.perf_counter() - t0
         drained = 0.0
@@ -533,8 +682,8 @@ class _Session:
 
     def _quiesce_header(self, spin_s: float) -> dict:
         """A ``quiesce`` request (worker.cmd_quiesce), the same for the workers and the holder."""
-        return {"cmd": "quiesce", "limit_s": self.cfg.quiesce_limit_s, "busy_s": self.cfg.quiesce_busy_us * 1e-6,
-                "spin_s": spin_s, "poll_s": self.cfg.quiesce_poll_us * 1e-6}
+        return {"cmd": "quiesce", "limit_s": QUIESCE_LIMIT_S, "busy_s": QUIESCE_BUSY_US * 1e-6,
+                "spin_s": spin_s}
 
     def drain_for_ref(self) -> None:
         """CUDA, before a reference's harness phase (stage, digest): the candidate's leftover GPU work (queued
@@ -599,7 +748,6 @@ class _Session:
             restore_affinity(saved)
         empty = header.get("cmd") == "go" and not header.get("n")
         self.last_phase = f"{side}:{'empty' if empty else header.get('cmd')}"
-        self.froze_since_phase = False
         hm, _ = self._req(self.holder, {"cmd": "held"}, timeout=self._left(60), harness=True, hold=False)
         self.holder_q.append(_reply_seconds(hh, "queued_s", 0.0) / chain)
         del self.holder_q[:-64]
@@ -633,11 +781,7 @@ class _Session:
         cand = self.cand
         if worker is not self.ref and cand is not None and not cand.stopped and cand.alive():
             cand.freeze()
-            self.froze_since_phase = True
-        elif (self.cfg.drain_gap_match and not self.froze_since_phase and cand is not None and cand.stopped
-              and cand.alive()):
-            cand.freeze()  # EvalConfig.drain_gap_match: the same listing (and host gap) as after a candidate's phase
-        hq, _ = self._req(self.holder, self._quiesce_header(0.0), timeout=self._left(self.cfg.quiesce_limit_s + 60),
+        hq, _ = self._req(self.holder, self._quiesce_header(0.0), timeout=self._left(QUIESCE_LIMIT_S + 60),
                           harness=True, hold=False)
         waited = _reply_seconds(hq, "waited_s", 0.0)
         # timing.rounds_raw["drains"] (keep_rounds): before whose phase of which kind, after whose last phase, the
@@ -777,7 +921,7 @@ class _Session:
             if kind == "go" and q["ref"]:
                 r = min(r, 2.0 * self.queue0[kind])
             c = statistics.median(q["cand"]) if q["cand"] else r
-            out[kind] = self.cfg.hold_factor * max(r, min(c, 10 * r))
+            out[kind] = HOLD_FACTOR * max(r, min(c, 10 * r))
         return out
 
     def ref_block_held(self, k: int, spans: int) -> list[float]:
@@ -857,8 +1001,10 @@ def _tune_malloc() -> None:
 
 
 def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | None = None, *,
-             progress: Callable[[float, str], None] | None = None, baseline: dict | None = None) -> EvalResult:
-    """Evaluate a candidate ModelNew source against a task. Never raises for anything the candidate does."""
+             progress: Callable[[float, str], None] | None = None, baseline: dict | None = None,
+             keep_rounds: bool = False) -> EvalResult:
+    """Evaluate a candidate ModelNew source against a task. Never raises for anything the candidate does.
+    ``keep_rounds``: keep every round's raw parent-clock times in timing.rounds_raw (analysis: the bench scripts)."""
     cfg = settings or EvalConfig()
     _tune_malloc()
     t_start = time.monotonic()
@@ -871,6 +1017,7 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     before = set(child_pids())
     s = _Session(task_source, candidate_source, cfg, device, progress)
     s.before = before  # our children that existed before this evaluation started: never its orphans
+    s.keep_rounds = keep_rounds
     try:
         _protocol(s, result, baseline or {})
     except CandidateFailed as e:
@@ -958,8 +1105,6 @@ def _protocol(s: _Session, result: EvalResult, baseline: dict) -> None:
     _post_checks(s, result, cal, st, info)
     s.mark("post_checks")
     result.timing["phases_s"] = s.phases
-    if s.held_off:
-        result.timing["held_off"] = s.held_off
     if s.graphs:
         result.timing["graphs"] = s.graphs
     result.timing["spare_workers_used"] = s.spares_used
@@ -969,7 +1114,7 @@ def round_memory_bytes(cfg: EvalConfig, device: str) -> int:
     """What one worker may keep alive for a timing block (see ``round_memory_mb``). On CPU the staged sets are
     host memory: at most a quarter of what the host or container has free (two workers stage at once, and the
     parent holds copies while checking) and of a worker's address-space limit."""
-    budget = cfg.round_memory_mb * 1024 * 1024
+    budget = ROUND_MEMORY_MB * 1024 * 1024
     if device.startswith("cuda"):
         # A tenth of the GPU's memory per worker (two workers share it, beside the candidate's own allocations).
         if torch.cuda.is_available():
@@ -1000,7 +1145,7 @@ def _calibrate(s: _Session) -> _Calibration:
     set_bytes = int(1.25 * (sum(math.prod(m[0]) * _itemsize(m[1]) for m in out_meta) + in_bytes))
     budget = round_memory_bytes(cfg, s.device)
     # a block holds spans x k sets; with huge sets the block gets fewer spans before k drops below one
-    spans = max(2, min(cfg.spans_per_block, budget // max(set_bytes, 1)))
+    spans = max(2, min(SPANS_PER_BLOCK, budget // max(set_bytes, 1)))
     k_mem = max(1, int(budget / max(set_bytes, 1) / spans))
     # Calls per span from the reference's own spans, measured the way the timed ones are; repeated until k
     # settles and the device has been busy for warmup_ms (an idle GPU runs at a fraction of its clock for the
@@ -1018,10 +1163,8 @@ def _calibrate(s: _Session) -> _Calibration:
         k_new = _calls_per_span(cfg, k_mem, t1)
         settled = it >= 1 and abs(k_new - k) <= 0.2 * k
         k = k_new
-        if settled and busy >= cfg.warmup_ms / 1000:
+        if settled and busy >= WARMUP_MS / 1000:
             break
-    if cfg.calls_per_span > 0:  # a fixed k (experimental): the calibration above still warmed the device
-        k = max(1, min(cfg.calls_per_span, cfg.max_calls_per_round, k_mem))
     ref_baseline = max(statistics.median(s.ref_block(k, spans, expect_s=t1 * k)) - overhead, 1e-9) / k
     cal = _Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem)
     if _held_clock(s):
@@ -1038,12 +1181,7 @@ def _calibrate(s: _Session) -> _Calibration:
             k = cal.k = max(1, k // 2)
         cal.k_held_cap = k
         cal.ref_dev_baseline = statistics.median(s.ref_block_held(k, spans)) / k
-        why = host_bound_reference(ref_baseline, cal.ref_dev_baseline, cfg.held_wall_ratio)
-        if why:
-            # Decided from the reference alone (the candidate has run no code yet): the task is the host's, and
-            # GPU-time semantics would score it on a tiny fraction of what a user waits for (EvalConfig knob).
-            s.held_off = why
-        elif cfg.cuda_graphs:
+        if cfg.cuda_graphs:
             _capture_reference(s, cal)
     if _device_clock(s):
         replies: list[dict] = []
@@ -1057,12 +1195,12 @@ def _capture_reference(s: _Session, cal: _Calibration) -> None:
     """EvalConfig.cuda_graphs, in calibration (no candidate code exists yet): the reference captures its graphs
     for the timed blocks' k and spans, and its clean held baseline is taken again on replays (the interference
     check compares the paired spans with it, on the same clock). Not capturable: eager timing, said so.
-    EvalConfig.graph_span_ms: k first grows to that much of the reference's GPU time (graph spans carry no launch
+    GRAPH_SPAN_MS: k first grows to that much of the reference's GPU time (graph spans carry no launch
     queue, so the held clock's cap on k does not bind them); back to the eager k when either side is eager."""
     cfg, k_eager = s.cfg, cal.k
-    if cfg.graph_span_ms > 0 and cfg.calls_per_span <= 0 and cal.ref_dev_baseline > 0:
-        cal.k = max(cal.k, min(cfg.max_calls_per_round, cal.k_mem,
-                               round(cfg.graph_span_ms / 1000 / cal.ref_dev_baseline)))
+    if GRAPH_SPAN_MS > 0 and cal.ref_dev_baseline > 0:
+        cal.k = max(cal.k, min(MAX_CALLS_PER_ROUND, cal.k_mem,
+                               round(GRAPH_SPAN_MS / 1000 / cal.ref_dev_baseline)))
     h = s.capture(s.ref, cal.k, cal.spans, s._left(cfg.max_wall_s))
     if not h.get("graph"):
         s.graphs = {"used": False, "why": f"reference: {h.get('why', 'not captured')}"}
@@ -1105,21 +1243,8 @@ def _capture_candidate(s: _Session, cal: _Calibration) -> None:
 
 
 def _held_clock(s: _Session) -> bool:
-    """EvalConfig.clock = "held" applies on CUDA (kernelrl/evaluation/held.py); elsewhere the parent's clock, and
-    on an evaluation whose reference is host-bound beyond EvalConfig.held_wall_ratio (``s.held_off``)."""
-    return s.cfg.clock == "held" and s.device.startswith("cuda") and not s.held_off
-
-
-def host_bound_reference(ref_wall_per_call: float, ref_gpu_per_call: float, ratio: float) -> str:
-    """Why an evaluation should leave the held clock for the host clock, or "": the reference's wall time per call
-    (parent's clock, calibration) exceeds ``ratio`` x its held GPU time per call (0 = never). A Python-stepped
-    recurrence (the scaled GRU: 512 steps, ~1.4 s of dispatch a call for ~9 ms of GPU work on the H100 VM) is a
-    task of the host: on GPU time alone its honest cuDNN candidate, which synchronizes inside forward, scored 0.02
-    (bench/results/2026-11-26-h100-evaluator-v8/call6/gru.log)."""
-    if ratio <= 0 or ref_gpu_per_call <= 0 or ref_wall_per_call <= ratio * ref_gpu_per_call:
-        return ""
-    return (f"reference host-bound: {ref_wall_per_call * 1e3:.3f} ms a call on the parent's clock, "
-            f"{ref_gpu_per_call * 1e3:.3f} ms of GPU work (> {ratio:g}x)")
+    """EvalConfig.clock = "held" applies on CUDA (kernelrl/evaluation/held.py); elsewhere the parent's clock."""
+    return s.cfg.clock == "held" and s.device.startswith("cuda")
 
 
 def _device_clock(s: _Session) -> bool:
@@ -1133,7 +1258,7 @@ def _device_spin(cfg: EvalConfig, queued_s: float) -> float:
     """The spin kernel's length before a device-clock span: device_spin_factor x the host's queueing time of the
     span's calls (+0.2 ms). With 1.5x, spans where the host had not queued every call when the spin ended made two
     pairs 35% and 76% apart on the H100; with 3x, 18 of 20 pairs were within 2% (bench/timer_modes.py)."""
-    return cfg.device_spin_factor * queued_s + 2e-4
+    return DEVICE_SPIN_FACTOR * queued_s + 2e-4
 
 
 def _reply_seconds(h: dict, key: str, default: float) -> float:
@@ -1212,11 +1337,11 @@ def _device_times(wall: dict, replies: dict, spin: float, dev_info: dict, q_bloc
 
 def _calls_per_span(cfg: EvalConfig, k_mem: int, per_call_s: float) -> int:
     """k: calls so that the reference's span takes about target_round_ms, within the block's memory."""
-    return max(1, min(cfg.max_calls_per_round, k_mem, round(cfg.target_round_ms / 1000 / per_call_s)))
+    return max(1, min(MAX_CALLS_PER_ROUND, k_mem, round(TARGET_ROUND_MS / 1000 / per_call_s)))
 
 
 def _run_timeout(s: _Session, cal: _Calibration, n: int) -> float:
-    return s._left(max(s.cfg.min_timeout_s, s.cfg.timeout_factor * cal.ref_baseline * n))
+    return s._left(max(MIN_TIMEOUT_S, s.cfg.timeout_factor * cal.ref_baseline * n))
 
 
 def _correctness(s: _Session, result: EvalResult, cal: _Calibration) -> None:
@@ -1292,7 +1417,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     block_of: list[int] = []
     audits, audit_block = 0, 1 + s.rng.randrange(max(1, cfg.min_rounds // B))
     st, stop, blocks, t_start = None, "budget", 0, time.monotonic()
-    settled_from = 0  # EvalConfig.settle_charges: the rounds counted when a charge first held the stop back
+    settled_from = 0  # SETTLE_CHARGES: the rounds counted when a charge first held the stop back
     # Warm-up (warmup_blocks_max): uncounted blocks until both sides' spans stop moving between blocks.
     warming, prev_spans, warmup_blocks = True, None, 0
     both = (s.ref, s.cand)
@@ -1306,7 +1431,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
     held = _held_clock(s)
     ovh = 0.0 if device_clock or held else cal.overhead
 
-    # EvalConfig.held_span_overhead: each counted block's empty held span per side (the fixed cost of a span)
+    # HELD_SPAN_OVERHEAD: each counted block's empty held span per side (the fixed cost of a span)
     empties: dict[str, list[float]] = {"ref": [], "cand": []}
 
     def span_overhead() -> float:
@@ -1325,7 +1450,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         # on a CPU, work_moved_out also asks the harness phases' CPU time (stats.PairedStats.work_moved_out)
         cpu_h = (None, None) if s.device.startswith("cuda") else (harness_cpu["ref"], harness_cpu["cand"])
         return paired_stats(go["ref"], go["cand"], harness["ref"], harness["cand"], k, ovh, block_of,
-                            estimator=cfg.estimator, span_cap=cfg.harness_allowance, ref_harness_cpu=cpu_h[0],
+                            span_cap=HARNESS_ALLOWANCE, ref_harness_cpu=cpu_h[0],
                             cand_harness_cpu=cpu_h[1])
     # the reference's own queueing time from calibration's device-clock spans (its wall time made spans mostly spin)
     q0 = cal.ref_queue if cal.ref_queue > 0 else cal.ref_baseline * k
@@ -1337,11 +1462,9 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             raise CandidateFailed("timeout", "evaluation exceeded its absolute wall-clock cap")
         tmo = {"ref": s._left(cfg.max_wall_s), "cand": _run_timeout(s, cal, k * B)}
         seed = s.rng.randrange(2**31)
-        if cfg.host_probe:
+        if HOST_PROBE:
             hp, _ = s._req(s.ref, {"cmd": "probe"}, timeout=s._left(30), harness=True)
             probe = {key: hp.get(key) for key in ("py_us", "launch_us") if hp.get(key) is not None}
-        if cfg.heat_ms > 0 and s.device.startswith("cuda"):
-            s._req(s.ref, {"cmd": "heat", "ms": cfg.heat_ms}, timeout=s._left(60), harness=True)
         h_time = {}
         s.extra = {"ref": 0.0, "cand": 0.0}
         s.harness_cpu = {"ref": 0.0, "cand": 0.0}
@@ -1375,12 +1498,12 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
                 if held:
                     s.note_queue("go", w, replies[w.role])
             if device_clock:
-                t = _device_times(t, replies, spin, dev_info, q_block, cfg.harness_allowance)
+                t = _device_times(t, replies, spin, dev_info, q_block, HARNESS_ALLOWANCE)
             elif held:
                 t["ref"], t["cand"] = pair_times("go", replies["ref"]["phase"], replies["cand"]["phase"], s.book)
             pairs.append((t["ref"], t["cand"], order[0] is s.ref))
         empty_now = {}
-        if held and cfg.held_span_overhead:
+        if held and HELD_SPAN_OVERHEAD:
             # One empty held span per side (n = 0: GO, the worker's wait, DONE; no call), in random order after the
             # block's spans: its GPU time is the fixed cost every span of that side carries (span_overhead).
             empty_ph = {}
@@ -1397,7 +1520,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             expect[role] = statistics.median(walls[role]) - (spin or 0.0)
             if device_clock and q_block[role]:
                 queued[role] = statistics.median(q_block[role])
-        calls = sorted(s.rng.sample(range(k * B), min(k * B, cfg.digest_sample)))
+        calls = sorted(s.rng.sample(range(k * B), min(k * B, DIGEST_SAMPLE)))
         dseed = s.rng.randrange(2**40)
         reply = {}
         for w in s.rng.sample(both, 2):
@@ -1420,7 +1543,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         bad = compare_digests(reply["ref"], reply["cand"], calls)
         if bad:
             raise CandidateFailed("timing-mismatch", f"timing block {blocks + 1}: {bad}")
-        if s.rng.random() < cfg.audit_fraction or blocks == audit_block:
+        if s.rng.random() < AUDIT_FRACTION or blocks == audit_block:
             s.audit(k * B, blocks + 1)
             audits += 1
         blocks += 1
@@ -1429,13 +1552,13 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             # their middle (a block's median of 2 spans is their mean: one slow span hid in it).
             spans_now = {"ref": [p[0] for p in pairs], "cand": [p[1] for p in pairs]}
             settled = prev_spans is not None and all(
-                max(v) <= min(v) * (1 + cfg.warmup_tolerance) / (1 - cfg.warmup_tolerance)
+                max(v) <= min(v) * (1 + WARMUP_TOLERANCE) / (1 - WARMUP_TOLERANCE)
                 for v in (spans_now[r] + prev_spans[r] for r in spans_now))
             prev_spans = spans_now
             # k again from the reference's spans of the first warm-up block: calibration ran while the
             # candidate's worker was starting (on a 2-core VM beside it: k came out 2 instead of 5 now and then,
             # and 1.3 ms spans gave LayerNorm lower bounds 15% under its long run).
-            if blocks == 1 and cfg.calls_per_span <= 0 and not s.replay["cand"]:  # graphs: captured for this k
+            if blocks == 1 and not s.replay["cand"]:  # graphs: captured for this k
                 k_new = min(cal.k_held_cap, _calls_per_span(cfg, cal.k_mem,
                                                              max(statistics.median(spans_now["ref"]) - ovh, 1e-9) / k))
                 if abs(k_new - k) > 0.3 * k:
@@ -1450,7 +1573,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             if not settled:  # not counted; at the cap the warm-up ends with this block
                 s.book.discard()
                 t_start = time.monotonic()
-                warming, warmup_blocks = blocks < max(1, cfg.warmup_blocks_max), blocks
+                warming, warmup_blocks = blocks < max(1, WARMUP_BLOCKS_MAX), blocks
                 continue
             warming, warmup_blocks = False, blocks - 1
         s.book.commit()
@@ -1464,7 +1587,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
         for role in ("ref", "cand"):
             harness[role].append(h_time[role] / B)  # per timed span, to compare with the spans
             harness_cpu[role].append(s.harness_cpu[role] / B)
-        if cfg.host_probe:
+        if HOST_PROBE:
             probes.append(probe)
         m = len(go["ref"])
         elapsed = time.monotonic() - t_start
@@ -1472,24 +1595,24 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             s.progress(0.3 + 0.7 * min(1.0, elapsed / max(cfg.budget_s, 1e-9)), "timing")
         if m < cfg.min_rounds:
             continue
-        if m >= cfg.max_rounds:
+        if m >= MAX_ROUNDS:
             stop = "max_rounds"
             break
         if elapsed >= cfg.budget_s:
             stop = "budget"
             break
-        if cfg.target_ci > 0 and elapsed >= cfg.min_timing_s:
+        if cfg.target_ci > 0 and elapsed >= MIN_TIMING_S:
             st = stats_of(go, harness, k, block_of)
             if st.rel_halfwidth <= cfg.target_ci:
-                # EvalConfig.settle_charges: a charge at the stopping point times on to 2 x min_rounds first
-                if held and cfg.settle_charges and settle_more(s.book, m, cfg.min_rounds):
+                # SETTLE_CHARGES: a charge at the stopping point times on to 2 x min_rounds first
+                if held and SETTLE_CHARGES and settle_more(s.book, m, cfg.min_rounds):
                     settled_from = settled_from or m
                     continue
                 stop = "interval"
                 break
     st = stats_of(go, harness, k, block_of)
     ratios = [r / c for r, c in zip(go["ref"], go["cand"]) if c > 0]
-    if cfg.keep_rounds:  # raw parent-clock seconds, for analysis of the estimator (bench/analyze_rounds.py)
+    if s.keep_rounds:  # raw parent-clock seconds, for analysis of the estimator (bench/analyze_rounds.py)
         st_raw = {"ref": [[round(g, 7), 0.0] for g in go["ref"]], "cand": [[round(g, 7), 0.0] for g in go["cand"]],
                   "ref_first": ref_first, "harness_ref": [round(x, 7) for x in harness["ref"]],
                   "harness_cand": [round(x, 7) for x in harness["cand"]], "host_probe": probes,
@@ -1508,7 +1631,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             "cand_harness_ms": round(statistics.median(harness["cand"]) * 1e3, 4),
             **{f"{r}_harness_cpu_ms": round(statistics.median(harness_cpu[r]) * 1e3, 4) if harness_cpu[r] else 0.0
                for r in ("ref", "cand")},
-            **bucket_stats(ratios, cfg.buckets).to_dict()}
+            **bucket_stats(ratios, BUCKETS).to_dict()}
     if held:
         info.update(held_info(s.book, k))
         if settled_from:
@@ -1553,7 +1676,7 @@ def _timing(s: _Session, result: EvalResult, cal: _Calibration) -> tuple[PairedS
             if vals:
                 info["host_probe"][key] = round(statistics.median(vals), 3)
                 info["host_probe"][key.replace("_us", "_spread")] = round(max(vals) / min(vals) - 1, 4)
-    if cfg.keep_rounds:
+    if s.keep_rounds:
         info["rounds_raw"] = st_raw
     return st, info
 

@@ -271,6 +271,10 @@ def _apply_mount_plan(plan: list[tuple[str, list[str]]], stash: Path) -> None:
             check(_libc.mount(str(st).encode(), sub.encode(), None, MS_MOVE, None), f"move {sub}")
 
 
+# When root, run the candidate under a fresh unprivileged uid of its own: it cannot signal or read the reference or
+# the parent, and everything it starts is found by that uid and killed.
+DROP_PRIVILEGES = True
+
 _DROP_OK: bool | None = None
 
 
@@ -342,7 +346,7 @@ class WorkerProcess:
     """One sandboxed worker and its channel."""
 
     def __init__(self, role: str, *, device: str, cache_dir: Path | None, mem_limit_mb: int | None, threads: int = 1,
-                 isolate_net: bool = True, drop_privileges: bool = True, module_source: str | None = None,
+                 isolate_net: bool = True, drop_privileges: bool = DROP_PRIVILEGES, module_source: str | None = None,
                  cpus: set[int] | None = None, blocking_sync: bool = False,
                  lock_timeout: float = CACHE_LOCK_WAIT_S):
         """``cache_dir`` is this worker's own compile cache (keyed by its source hash by the caller), so a
@@ -350,7 +354,7 @@ class WorkerProcess:
         inside the worker's private dir; ``cpus``: the CPU cores it may run on (the evaluator pins both workers of
         an evaluation to the same core: they never run at once, and launch-bound kernels are timed on the same
         core's speed); ``blocking_sync``: on CUDA, its device context sleeps in a synchronisation instead of
-        spinning (EvalConfig.blocking_sync; worker._schedule_blocking_sync); ``lock_timeout``: how long a candidate
+        spinning (BLOCKING_SYNC; worker._schedule_blocking_sync); ``lock_timeout``: how long a candidate
         worker waits for its source's compile cache (``lock_cache``)."""
         self.role = role
         self.tmp = scratch_dir(role)

@@ -277,7 +277,7 @@ def _flatten_outputs(out) -> list[torch.Tensor]:
 
 
 def _schedule_blocking_sync() -> None:
-    """EvalConfig.blocking_sync (the parent sets KERNELRL_BLOCKING_SYNC for the reference and candidate workers,
+    """BLOCKING_SYNC (the parent sets KERNELRL_BLOCKING_SYNC for the reference and candidate workers,
     never the holder): before this process's CUDA context exists, give the device's primary context
     CU_CTX_SCHED_BLOCKING_SYNC, so the model's own synchronisations (``.item()``, ``.tolist()``, a copy to the host)
     sleep instead of spinning. Why: under the held clock such a sync waits out the holder's hold, and a spinning
@@ -775,15 +775,13 @@ def cmd_quiesce(h, _tensors):
     if dev.type != "cuda":
         return {"ok": True, "probe_s": 0.0, "waited_s": 0.0}, []
     limit_s, busy_s = float(h.get("limit_s", 2.0)), float(h.get("busy_s", 0.0005))
-    # between probes: a sleep (the VM's wake-up adds 0.06-0.5 ms, so a wait just over busy_s jumped by that much)
-    # or none (poll_s = 0: back-to-back probes, the wait as fine as one probe)
-    poll_s = max(0.0, float(h.get("poll_s", 0.0002)))
+    # Back-to-back probes (version 10), the wait as fine as one probe: a sleep between them (200 us before) jumped a
+    # wait just over busy_s by the VM's wake-up time (0.06-0.5 ms; on the H100 the waits after a block's digests
+    # were 250-350 us, at that threshold), which the held clock's drain check compares between the sides.
     t_start = _perf()
     lat = first = _probe_latency_s(dev)
     probes = 1
     while lat > busy_s and _perf() - t_start < limit_s:
-        if poll_s > 0:
-            time.sleep(poll_s)
         lat = _probe_latency_s(dev)
         probes += 1
     return {"ok": True, "probe_s": lat, "waited_s": _perf() - t_start, "first_s": first, "probes": probes}, []
@@ -992,25 +990,6 @@ def cmd_fetch(h, _tensors):
     return {"ok": True, "structure": [len(outs[i])]}, [t.detach() for t in outs[i]]
 
 
-def cmd_heat(h, _tensors):
-    """Reference worker, before a timing block (an experiment, EvalConfig.heat_ms): keep the GPU busy with
-    compute-bound matrix products for ``ms`` milliseconds, so its clock governor sees load before the spans (the
-    H100's SM clock moved by up to 1.7x between seconds of one evaluation when the load was launch-bound)."""
-    dev = _device()
-    if dev.type != "cuda":
-        return {"ok": True, "ran": 0}, []
-    a = STATE.get("heat_buf")
-    if a is None:
-        a = STATE["heat_buf"] = torch.randn(2048, 2048, device=dev)
-    t0, n = _perf(), 0
-    while _perf() - t0 < float(h.get("ms", 0)) / 1000:
-        for _ in range(4):
-            torch.mm(a, a)
-        _sync()
-        n += 4
-    return {"ok": True, "ran": n}, []
-
-
 def cmd_probe(h, _tensors):
     """Reference worker, before each timing block (diagnostic, outside every clock): how fast this core runs fixed
     work now. ``py_us``: a fixed pure-Python loop (interpreter speed on the timing core); on CUDA ``launch_us``: one
@@ -1050,7 +1029,7 @@ def cmd_spin(h, _tensors):
 
 
 HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_held,
-            "heat": cmd_heat, "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
+            "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
             "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
             "stage": cmd_stage, "go": cmd_go, "capture": cmd_capture, "digest": cmd_digest, "quiesce": cmd_quiesce,
             "fetch": cmd_fetch,
