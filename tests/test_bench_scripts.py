@@ -76,7 +76,7 @@ def test_spare_pool_starts_replacements_on_as_many_threads_as_configured():
     """SPARE_STARTERS (EvalConfig.spare_starters before issue 34): a held evaluation takes three spares; with 3
     starter threads their replacements start side by side (2 left one of three queued behind the others).
     Paused, so no worker starts."""
-    from kernelrl.evaluation import api
+    from kernelrl.evaluation import session
     from kernelrl.evaluation.spares import Spares
 
     for starters in (2, 3):
@@ -89,7 +89,7 @@ def test_spare_pool_starts_replacements_on_as_many_threads_as_configured():
             assert len(pool._threads) == starters and pool._todo.qsize() >= 3 - starters
         finally:
             pool.close_all()
-    assert api.SPARE_STARTERS == 3
+    assert session.SPARE_STARTERS == 3
 
 
 def test_gpu_session_runs_one_lane_per_gpu_within_the_deadline_and_packs_their_output(tmp_path):

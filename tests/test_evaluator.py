@@ -777,7 +777,7 @@ def test_device_clock_pairs_charge_what_the_parent_clock_saw_beyond_the_reported
     """clock='device' (CUDA): the candidate's reply is untrusted. Its device time is checked pair by pair against
     the parent's clock (span - spin - device time, against the reference's round trip): a lie, work on another
     stream or a garbage value ends up charged, an honest candidate is not, and a lie keeps at most the allowance."""
-    from kernelrl.evaluation.api import _device_times
+    from kernelrl.evaluation.api import device_times
 
     def pair(dev_c, wall_c, spin_c=10e-3, extra_ref=0.0, info=None, cpu_c=None):
         info = info if info is not None else {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [],
@@ -789,7 +789,7 @@ def test_device_clock_pairs_charge_what_the_parent_clock_saw_beyond_the_reported
                    "cand": {"dev_s": dev_c, "spin_done_s": spin_c, "queued_s": 0.5e-3}}
         if cpu_c is not None:
             replies["cand"]["parent_cpu_s"] = cpu_c
-        return _device_times(wall, replies, 10e-3, info, q, 0.2), info
+        return device_times(wall, replies, 10e-3, info, q, 0.2), info
 
     info = None
     for i in range(20):  # the reference's round trip: 50 us with a few us of noise
@@ -822,7 +822,7 @@ def test_device_clock_charges_host_work_done_while_the_spin_held_the_gpu():
     """clock='device': CPU time is on no GPU clock; the parent reads each worker's CPU time in its span from the
     kernel. A candidate may use as much as the reference did in the pair, or as its own device time; beyond that
     (plus 10% and the reference's noise) it is charged: CPU work hidden in the spin, or heavier dispatch."""
-    from kernelrl.evaluation.api import _device_times
+    from kernelrl.evaluation.api import device_times
 
     info = {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [], "outside_cand": [], "charged": [],
             "spin_short": 0, "cpu_ref": [], "cpu_cand": [], "cpu_charged": []}
@@ -831,7 +831,7 @@ def test_device_clock_charges_host_work_done_while_the_spin_held_the_gpu():
         wall = {"ref": 10e-3 + 2e-3 + 50e-6, "cand": 10e-3 + dev_c + 50e-6}
         replies = {"ref": {"dev_s": 2e-3, "spin_done_s": 10e-3, "queued_s": 1e-3, "parent_cpu_s": 1.5e-3},
                    "cand": {"dev_s": dev_c, "spin_done_s": 10e-3, "queued_s": 0.5e-3, "parent_cpu_s": cpu_c}}
-        return _device_times(wall, replies, 10e-3, info, {"ref": [], "cand": []}, 0.2)["cand"]
+        return device_times(wall, replies, 10e-3, info, {"ref": [], "cand": []}, 0.2)["cand"]
 
     for _ in range(10):
         assert pair(0.8e-3) == pytest.approx(1e-3)  # lighter host work than the reference: nothing charged

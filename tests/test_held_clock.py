@@ -367,9 +367,9 @@ def test_the_fixed_cost_of_a_held_span_is_the_smaller_sides_median_empty_span():
 
 
 def test_held_span_overhead_is_on():
-    from kernelrl.evaluation import api
+    from kernelrl.evaluation import timing
 
-    assert api.HELD_SPAN_OVERHEAD is True
+    assert timing.HELD_SPAN_OVERHEAD is True
 
 
 def test_version_10_settings_are_the_evaluators_constants():
@@ -377,11 +377,11 @@ def test_version_10_settings_are_the_evaluators_constants():
     sleep between them, EvalConfig.quiesce_poll_us, was deleted in issue 34) are version 10's."""
     import inspect
 
-    from kernelrl.evaluation import api, worker
+    from kernelrl.evaluation import api, calibrate, worker
 
-    assert api.GRAPH_SPAN_MS == 10.0
+    assert calibrate.GRAPH_SPAN_MS == 10.0
     assert "time.sleep" not in inspect.getsource(worker.cmd_quiesce)
-    assert "poll_s" not in api._Session._quiesce_header(None, 0.0)
+    assert "poll_s" not in api.Session._quiesce_header(None, 0.0)
 
 
 def test_cuda_graphs_is_on_by_default_and_a_cpu_evaluation_ignores_it():
@@ -497,7 +497,7 @@ def test_a_holder_drain_freezes_the_candidate_only_after_its_own_phase():
     experiment that re-listed there too, EvalConfig.drain_gap_match, was deleted in issue 34.)"""
     import types
 
-    from kernelrl.evaluation.api import _Session
+    from kernelrl.evaluation.api import Session
 
     class Cand:
         stopped, freezes = True, 0
@@ -517,7 +517,7 @@ def test_a_holder_drain_freezes_the_candidate_only_after_its_own_phase():
             cand=cand, ref=ref, holder=object(), drain_log=[], last_phase="ref:go",
             cfg=EvalConfig(), _left=lambda s: s, _quiesce_header=lambda spin_s: {},
             _req=lambda *a, **k: ({"waited_s": 1e-4, "first_s": 9e-5, "probes": 1}, []))
-        waited, after = _Session.holder_drain(fake, ref if side == "ref" else cand, "go")
+        waited, after = Session.holder_drain(fake, ref if side == "ref" else cand, "go")
         assert (waited, after) == (1e-4, "ref:go") and len(fake.drain_log) == 1
         return cand.freezes
 
@@ -545,9 +545,9 @@ def test_a_charge_from_two_disturbed_blocks_settles_with_more_rounds_and_a_repea
     assert settle_more(book_of(16, cheat), 16, 16) and not settle_more(book_of(32, cheat), 32, 16)
     assert charges(book_of(32, cheat), "go")["stretch"] > 0.1e-3
     assert not settle_more(book_of(16, lambda i: False), 16, 16)
-    from kernelrl.evaluation import api
+    from kernelrl.evaluation import timing
 
-    assert api.SETTLE_CHARGES is True
+    assert timing.SETTLE_CHARGES is True
 
 
 def test_blocking_sync_is_asked_by_the_environment_and_a_host_without_a_driver_keeps_the_default(monkeypatch):
@@ -557,22 +557,22 @@ def test_blocking_sync_is_asked_by_the_environment_and_a_host_without_a_driver_k
     The CUDA side (a model's own .item() not charged as host work) is tests/redteam/cuda/honest_host_sync.py."""
     import ctypes
 
-    from kernelrl.evaluation import worker
+    from kernelrl.evaluation import worker_load
     from kernelrl.evaluation.spares import Spares
 
-    from kernelrl.evaluation import api
+    from kernelrl.evaluation import session
 
-    assert api.BLOCKING_SYNC is True
-    monkeypatch.setattr(worker, "STATE", {})
+    assert session.BLOCKING_SYNC is True
+    monkeypatch.setattr(worker_load, "STATE", {})
     monkeypatch.delenv("KERNELRL_BLOCKING_SYNC", raising=False)
-    worker._schedule_blocking_sync()
-    assert "sched" not in worker.STATE  # not asked: nothing done
+    worker_load.schedule_blocking_sync()
+    assert "sched" not in worker_load.STATE  # not asked: nothing done
     monkeypatch.setenv("KERNELRL_BLOCKING_SYNC", "1")
     def no_driver(name):
         raise OSError(f"{name}: cannot open shared object file")
 
     monkeypatch.setattr(ctypes, "CDLL", no_driver)
-    worker._schedule_blocking_sync()
-    assert worker.STATE["sched"] == "default (OSError)"
+    worker_load.schedule_blocking_sync()
+    assert worker_load.STATE["sched"] == "default (OSError)"
     kw = {"device": "cuda"}
     assert Spares._key("cand", {**kw, "blocking_sync": True}) != Spares._key("cand", {**kw, "blocking_sync": False})

@@ -97,8 +97,6 @@ def hodges_lehmann_ci(xs: list[float], z: float = 1.96) -> tuple[float, float, f
     return math.exp(est), math.exp(float(walsh[c])), math.exp(float(walsh[big_n - 1 - c]))
 
 
-
-
 def block_ratios(ratios: list[float], block_of: list[int]) -> list[float]:
     """One ratio per block: the geometric mean of its pairs' ratios (the unit the statistics treat as
     independent). A non-positive or infinite ratio keeps its block's value at that extreme."""

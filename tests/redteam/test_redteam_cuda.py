@@ -88,10 +88,10 @@ CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=Fal
 def _short_quiesce():
     """A quiesce waits at most 0.25 s here (QUIESCE_LIMIT_S, 2 s by default): a cheat's backlog then shows up
     as reference-slowed within the suite's time."""
-    from kernelrl.evaluation import api
+    from kernelrl.evaluation import session_held
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(api, "QUIESCE_LIMIT_S", 0.25)
+    mp.setattr(session_held, "QUIESCE_LIMIT_S", 0.25)
     yield
     mp.undo()
 
