@@ -35,27 +35,21 @@ def main() -> None:
     ap.add_argument("--clock", default=None, choices=("host", "device", "held"))
     ap.add_argument("--budget-s", type=float, default=None)
     ap.add_argument("--max-wall-s", type=float, default=None, help="EvalConfig.max_wall_s (the absolute cap).")
-    ap.add_argument("--calls-per-span", type=int, default=None, help="EvalConfig.calls_per_span (0: calibrate).")
-    ap.add_argument("--held-wall-ratio", type=float, default=None, help="EvalConfig.held_wall_ratio.")
-    ap.add_argument("--no-span-overhead", action="store_true", help="EvalConfig.held_span_overhead = False.")
     ap.add_argument("--cuda-graphs", action="store_true",
                     help="EvalConfig.cuda_graphs = True (the default since version 9).")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="Any EvalConfig knob (repeatable), e.g. --set quiesce_poll_us=0.")
+                    help="Any public EvalConfig knob (repeatable), e.g. --set target_ci=0.")
     ap.add_argument("--drains", action="store_true", help="Also print the holder's drains summarised by kind, "
                     "side and the phase before (timing.rounds_raw['drains']).")
     ap.add_argument("--repeat", type=int, default=1, help="Evaluate this many times in turn (fresh workers each).")
     ap.add_argument("--stack-after", type=float, default=0.0, help="Dump every thread's stack after this long.")
     a = ap.parse_args()
     task, seed = candidates(a.device)[a.index]
-    over = {k: v for k, v in (("clock", a.clock), ("budget_s", a.budget_s), ("max_wall_s", a.max_wall_s),
-                              ("calls_per_span", a.calls_per_span), ("held_wall_ratio", a.held_wall_ratio))
+    over = {k: v for k, v in (("clock", a.clock), ("budget_s", a.budget_s), ("max_wall_s", a.max_wall_s))
             if v is not None}
-    if a.no_span_overhead:
-        over["held_span_overhead"] = False
     if a.cuda_graphs:
         over["cuda_graphs"] = True
-    cfg = apply_sets(dataclasses.replace(EvalConfig(device=a.device, keep_rounds=True), **over), a.set)
+    cfg = apply_sets(dataclasses.replace(EvalConfig(device=a.device), **over), a.set)
     print(f"{task.key} / {seed.name}: {over} {a.set}", flush=True)
     t0 = time.monotonic()
     last = [""]
@@ -69,7 +63,7 @@ def main() -> None:
         t0 = time.monotonic()
         if a.stack_after > 0:  # armed per repeat: a stall in any of them dumps its stacks
             faulthandler.dump_traceback_later(a.stack_after, exit=False)
-        r = evaluate(task, seed.source, cfg, progress=progress)
+        r = evaluate(task, seed.source, cfg, progress=progress, keep_rounds=True)
         faulthandler.cancel_dump_traceback_later()
         timing = {k: v for k, v in (r.timing or {}).items() if k != "rounds_raw"}
         print(json.dumps({"repeat": rep, "wall_s": round(time.monotonic() - t0, 2), "speedup": r.speedup,

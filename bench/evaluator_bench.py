@@ -116,7 +116,7 @@ def prebuild(cands, cfg: EvalConfig, device: str) -> dict:
 
 
 def one(task: Task, source: str, cfg: EvalConfig) -> dict:
-    r = evaluate(task, source, cfg)
+    r = evaluate(task, source, cfg, keep_rounds=True)
     t = r.timing
     return {"success": r.success, "speedup": r.speedup, "score_raw": t.get("score_raw") if r.success else None,
             "estimate": t.get("estimate"), "ci": [t.get("ci_low"), t.get("ci_high")], "flags": r.flags,
@@ -127,7 +127,7 @@ def one(task: Task, source: str, cfg: EvalConfig) -> dict:
             "quiesce_ms_max": t.get("quiesce_wait_ms_max"), "rounds_raw": t.get("rounds_raw"),
             "median_ratio": t.get("median_ratio"), "correctness_split_s": t.get("correctness_split_s"),
             "host_probe": t.get("host_probe"), "warmup_blocks": t.get("warmup_blocks"),
-            "clock": t.get("clock", "host"), "graphs": t.get("graphs"), "held_off": t.get("held_off"),
+            "clock": t.get("clock", "host"), "graphs": t.get("graphs"),
             "span_overhead_ms": t.get("span_overhead_ms"), "settle_from_rounds": t.get("settle_from_rounds"),
             "held": {key: t.get(key) for key in ("hold_ms", "held_work_ms_ref", "held_work_ms_cand", "outside_ms_ref",
                                                  "outside_ms_cand", "host_cpu_ms_ref", "host_cpu_ms_cand",
@@ -137,15 +137,11 @@ def one(task: Task, source: str, cfg: EvalConfig) -> dict:
             "error": (r.error or "")[:300] or None}
 
 
-def bench_task(task: Task, seed, cfg: EvalConfig, repeats: int, long_factor: float, fix_k: bool = False) -> dict:
+def bench_task(task: Task, seed, cfg: EvalConfig, repeats: int, long_factor: float) -> dict:
     row = {"task": task.key, "level": task.level, "seed": seed.name, "seed_device": seed.device, "repeats": []}
     try:
         for _ in range(repeats):
             row["repeats"].append(one(task, seed.source, cfg))
-            if fix_k and cfg.calls_per_span <= 0 and row["repeats"][0].get("k"):
-                # --fix-k: the later repeats and the long run time the first repeat's k (EvalConfig.calls_per_span)
-                cfg = dataclasses.replace(cfg, calls_per_span=int(row["repeats"][0]["k"]))
-                row["fixed_k"] = cfg.calls_per_span
         ok = [x for x in row["repeats"] if x["success"]]
         if long_factor > 0 and ok:
             t_short = statistics.median(x["timing_s"] or cfg.budget_s for x in ok)
@@ -243,7 +239,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out-dir", type=Path, default=None)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="Any EvalConfig knob (repeatable), e.g. --set quiesce_poll_us=0.")
+                    help="Any public EvalConfig knob (repeatable), e.g. --set target_ci=0.")
     ap.add_argument("--summarize", type=Path, default=None, help="Only write summary.json/table.md of a folder.")
     ap.add_argument("--only", default="", help="A slice i:j of the candidate list (split a run over calls), or a "
                     "comma list of indices.")
@@ -256,13 +252,9 @@ def main() -> None:
     ap.add_argument("--max-wall-s", type=float, default=None, help="EvalConfig.max_wall_s: the cap on one "
                     "evaluation (the issue's max_eval_wall_s target is 60; the default 300 let the scaled GRU's "
                     "5 evaluations + long run outlast a 10-minute device call)")
-    ap.add_argument("--held-wall-ratio", type=float, default=None, help="EvalConfig.held_wall_ratio "
-                    "(experimental): host-bound references beyond this ratio use the host clock")
     ap.add_argument("--cuda-graphs", action="store_true", help="EvalConfig.cuda_graphs = True: held spans are "
                     "CUDA-graph replays on both sides where both capture (the default since version 9; the flag "
                     "keeps the v9 benchmark's commands valid).")
-    ap.add_argument("--fix-k", action="store_true", help="Repeats after the first, and the long run, time the "
-                    "first repeat's k (EvalConfig.calls_per_span) instead of calibrating their own.")
     ap.add_argument("--max-minutes", type=float, default=9.0)
     ap.add_argument("--prebuild-only", action="store_true", help="Only build the extensions (e.g. on other cores "
                     "while something else is timed), then exit.")
@@ -275,7 +267,7 @@ def main() -> None:
     if a.out_dir is None:
         ap.error("--out-dir is required")
     a.out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = EvalConfig(device=a.device, reverify=False, keep_rounds=True)
+    cfg = EvalConfig(device=a.device, reverify=False)
     if a.budget_s is not None:
         cfg = dataclasses.replace(cfg, budget_s=a.budget_s)
     if a.correctness_trials is not None:
@@ -284,8 +276,6 @@ def main() -> None:
         cfg = dataclasses.replace(cfg, clock=a.clock)
     if a.max_wall_s is not None:
         cfg = dataclasses.replace(cfg, max_wall_s=a.max_wall_s)
-    if a.held_wall_ratio is not None:
-        cfg = dataclasses.replace(cfg, held_wall_ratio=a.held_wall_ratio)
     if a.cuda_graphs:
         cfg = dataclasses.replace(cfg, cuda_graphs=True)
     cfg = apply_sets(cfg, a.set)
@@ -295,12 +285,10 @@ def main() -> None:
             "device": a.device, "torch": torch.__version__, "evaluator": EVALUATOR_VERSION,
             "gpu": torch.cuda.get_device_name(0) if a.device.startswith("cuda") else "cpu",
             "settings": {k: v for k, v in dataclasses.asdict(cfg).items()
-                         if k in ("budget_s", "target_ci", "min_timing_s", "min_rounds", "correctness_trials",
-                                  "target_round_ms", "max_calls_per_round", "spread_threshold", "clock",
-                                  "device_spin_factor", "calls_per_span", "max_wall_s", "held_wall_ratio",
-                                  "held_span_overhead", "cuda_graphs", "quiesce_poll_us", "graph_span_ms")},
+                         if k in ("budget_s", "target_ci", "min_rounds", "correctness_trials", "spread_threshold",
+                                  "clock", "max_wall_s", "cuda_graphs")},
             "set": a.set,
-            "repeats": a.repeats, "long_factor": a.long_factor, "fix_k": a.fix_k}
+            "repeats": a.repeats, "long_factor": a.long_factor}
     if (a.out_dir / "prebuild.json").exists():  # built ahead by a --prebuild-only run
         meta["prebuild"] = json.loads((a.out_dir / "prebuild.json").read_text())
     if not a.prebuild_only:
@@ -323,7 +311,7 @@ def main() -> None:
         if time.monotonic() > t_stop:
             print(json.dumps({"stopped_early_before": task.key}), flush=True)
             break
-        row = bench_task(task, seed, cfg, a.repeats, a.long_factor, a.fix_k)
+        row = bench_task(task, seed, cfg, a.repeats, a.long_factor)
         with open(a.out_dir / "rows.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         m = task_metrics(row)

@@ -12,41 +12,41 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.tasks import get_task
 
 CPU = EvalConfig(device="cpu", budget_s=0.1, correctness_trials=1, reverify=False, max_wall_s=90,
-                 min_timeout_s=4.0, spread_threshold=10.0, memory_limit_mb=4096, keep_rounds=True)
+                 spread_threshold=10.0, memory_limit_mb=4096)
 
 
-def test_evaluator_bench_fix_k_times_every_later_repeat_with_the_first_ones_k(monkeypatch):
-    """--fix-k: the first repeat calibrates, the later ones and the long run get its k as calls_per_span (that
-    the evaluator keeps it is tests/test_evaluator.py's test_calls_per_span_fixes_k_for_the_whole_evaluation)."""
+def test_evaluator_bench_times_the_repeats_then_one_long_run_without_early_stop(monkeypatch):
+    """The repeats use the settings as given; the long run (the reference value) long_factor x their timing, no
+    early stop; none with long_factor 0. (The --fix-k experiment went with EvalConfig.calls_per_span, issue 34.)"""
     import bench.evaluator_bench as eb
 
     seen = []
 
     def fake_one(task, source, cfg):
-        seen.append(cfg.calls_per_span)
-        return {"success": True, "k": cfg.calls_per_span or 37, "timing_s": 0.1, "score_raw": 2.0}
+        seen.append((cfg.budget_s, cfg.target_ci))
+        return {"success": True, "k": 37, "timing_s": 0.1, "score_raw": 2.0}
 
     monkeypatch.setattr(eb, "one", fake_one)
     task = get_task("09_Swish")
-    row = bench_task(task, pick_seed(task, "cpu"), CPU, repeats=3, long_factor=2.0, fix_k=True)
+    row = bench_task(task, pick_seed(task, "cpu"), CPU, repeats=3, long_factor=2.0)
     assert "error" not in row, row.get("error")
-    assert seen == [0, 37, 37, 37] and row["fixed_k"] == 37  # 3 repeats, then the long run
+    assert seen == [(0.1, CPU.target_ci)] * 3 + [(1.0, 0.0)] and "long" in row  # 3 repeats, then the long run
     seen.clear()
-    bench_task(task, pick_seed(task, "cpu"), CPU, repeats=2, long_factor=0.0, fix_k=False)
-    assert seen == [0, 0]
+    bench_task(task, pick_seed(task, "cpu"), CPU, repeats=2, long_factor=0.0)
+    assert seen == [(0.1, CPU.target_ci)] * 2
 
 
 def test_set_overrides_any_evalconfig_knob_with_its_type_and_refuses_bad_ones():
-    """--set KEY=VALUE (evaluator_bench, eval_one): an experiment's knob without a new flag; a typo exits with
-    the key's name instead of running a device call with the default."""
+    """--set KEY=VALUE (evaluator_bench, eval_one): a public knob without a new flag; a typo or a knob that is
+    no longer one (issue 34) exits with the key's name instead of running a device call with the default."""
     import pytest
 
     from bench.evaluator_bench import apply_sets
 
-    cfg = apply_sets(CPU, ["quiesce_poll_us=0", "graph_span_ms=12.5", "cuda_graphs=false", "spans_per_block=3"])
-    assert (cfg.quiesce_poll_us, cfg.graph_span_ms, cfg.cuda_graphs, cfg.spans_per_block) == (0.0, 12.5, False, 3)
+    cfg = apply_sets(CPU, ["target_ci=0", "min_rounds=12", "cuda_graphs=false", "clock=host"])
+    assert (cfg.target_ci, cfg.min_rounds, cfg.cuda_graphs, cfg.clock) == (0.0, 12, False, "host")
     assert cfg.budget_s == CPU.budget_s  # the rest untouched
-    for bad in ("graph_span=10", "graph_span_ms", "spans_per_block=two", "cuda_graphs=maybe"):
+    for bad in ("target_c=0", "target_ci", "min_rounds=two", "cuda_graphs=maybe", "graph_span_ms=12.5"):
         with pytest.raises(SystemExit, match="--set"):
             apply_sets(CPU, [bad])
 
@@ -63,9 +63,10 @@ def test_eval_one_drain_summary_groups_the_holders_waits_by_transition():
 
 
 def test_spare_pool_starts_replacements_on_as_many_threads_as_configured():
-    """EvalConfig.spare_starters: a held evaluation takes three spares; with 3 starter threads (the default) their
-    replacements start side by side (2 left one of three queued behind the others). Paused, so no worker starts."""
-    from kernelrl.config.stages import EvalConfig
+    """SPARE_STARTERS (EvalConfig.spare_starters before issue 34): a held evaluation takes three spares; with 3
+    starter threads their replacements start side by side (2 left one of three queued behind the others).
+    Paused, so no worker starts."""
+    from kernelrl.evaluation import session
     from kernelrl.evaluation.spares import Spares
 
     for starters in (2, 3):
@@ -78,7 +79,7 @@ def test_spare_pool_starts_replacements_on_as_many_threads_as_configured():
             assert len(pool._threads) == starters and pool._todo.qsize() >= 3 - starters
         finally:
             pool.close_all()
-    assert EvalConfig().spare_starters == 3
+    assert session.SPARE_STARTERS == 3
 
 
 def test_gpu_session_runs_one_lane_per_gpu_within_the_deadline_and_packs_their_output(tmp_path):

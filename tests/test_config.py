@@ -115,3 +115,45 @@ def test_final_protocol_has_one_home(tmp_path):
     old.write_text("eval:\n  final_budget_s: 600\n")
     with pytest.raises(ConfigError, match=r"eval\.final_budget_s moved to bench\.budget_s"):
         load_recipe(old)
+
+
+def test_the_evaluator_has_at_most_20_public_knobs_each_with_its_why():
+    """Issue 34: a user can tell which evaluation knobs matter. The rest are constants beside their code."""
+    import dataclasses
+
+    from kernelrl.config.stages import REMOVED_EVAL_KNOBS, EvalConfig
+
+    fields = dataclasses.fields(EvalConfig)
+    assert len(fields) <= 20, [f.name for f in fields]
+    assert all(len(f.metadata.get("help", "")) > 20 for f in fields)
+    assert not {f.name for f in fields} & set(REMOVED_EVAL_KNOBS)
+    for name in ("device", "budget_s", "correctness_trials", "target_ci", "spread_threshold", "reverify",
+                 "reverify_above", "min_rounds", "clock", "cuda_graphs"):
+        assert name in {f.name for f in fields}
+
+
+@pytest.mark.parametrize("key, removed, closest", [
+    ("eval.spin_wait", True, "spread_threshold"),
+    ("eval.held_wall_ratio", True, "max_wall_s"),
+    ("eval.budget", False, "budget_s"),
+    ("eval.target_cii", False, "target_ci"),
+])
+def test_an_unknown_or_removed_eval_knob_is_one_line_naming_the_closest_public_one(key, removed, closest):
+    with pytest.raises(ConfigError) as e:
+        load_recipe("smoke", {key: 1})
+    msg = str(e.value)
+    assert "\n" not in msg and key.split(".")[1] in msg and f"closest: {closest}" in msg, msg
+    assert ("no longer a knob" in msg) is removed, msg
+
+
+def test_a_removed_knob_in_an_old_jobs_settings_is_ignored():
+    """A job queued by an older version carries every knob it had then: its worker reads it without them."""
+    import dataclasses
+
+    from kernelrl.config.stages import EvalConfig
+    from kernelrl.evaluation.jobworker import config_from_settings
+
+    old = {**dataclasses.asdict(EvalConfig(budget_s=0.7)), "spin_wait": True, "heat_ms": 0.0, "estimator": "hl",
+           "keep_rounds": False, "spans_per_block": 2}
+    cfg = config_from_settings(old, "cpu")
+    assert cfg.budget_s == 0.7 and cfg.device == "cpu"

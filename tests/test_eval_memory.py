@@ -1,4 +1,4 @@
-"""How much a timing block may stage: ``round_memory_mb``, capped on CPU by the host's (or container's) free
+"""How much a timing block may stage: ``ROUND_MEMORY_MB``, capped on CPU by the host's (or container's) free
 memory and the workers' address-space limit; huge sets get fewer spans per block instead of overflowing it.
 (The container case, a 2 GB cgroup, runs on a real engine in tests/docker/test_evaluator_sandbox.py.)"""
 
@@ -8,28 +8,34 @@ import pytest
 
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import evaluate
-from kernelrl.evaluation.api import round_memory_bytes
-from kernelrl.evaluation.sandbox import host_free_bytes
+from kernelrl.evaluation import api, calibrate
+from kernelrl.evaluation.calibrate import round_memory_bytes
+from kernelrl.evaluation.placement import host_free_bytes
 from kernelrl.tasks import get_task
 
 MB = 1024 * 1024
 
 
-def test_round_memory_budget_follows_the_limits():
-    assert round_memory_bytes(EvalConfig(round_memory_mb=1500), "cuda:0") == 1500 * MB  # device memory: as set
-    cpu = round_memory_bytes(EvalConfig(round_memory_mb=1 << 20, memory_limit_mb=0), "cpu")
+def test_round_memory_budget_follows_the_limits(monkeypatch):
+    monkeypatch.setattr(calibrate, "ROUND_MEMORY_MB", 1500)
+    assert round_memory_bytes(EvalConfig(), "cuda:0") == 1500 * MB  # device memory: as set
+    monkeypatch.setattr(calibrate, "ROUND_MEMORY_MB", 1 << 20)
+    cpu = round_memory_bytes(EvalConfig(memory_limit_mb=0), "cpu")
     assert 0 < cpu <= host_free_bytes() // 4 + 64 * MB  # a quarter of what is free (it moves a little)
-    assert round_memory_bytes(EvalConfig(round_memory_mb=1 << 20, memory_limit_mb=256), "cpu") <= 64 * MB
-    assert round_memory_bytes(EvalConfig(round_memory_mb=10), "cpu") <= 10 * MB
+    assert round_memory_bytes(EvalConfig(memory_limit_mb=256), "cpu") <= 64 * MB
+    monkeypatch.setattr(calibrate, "ROUND_MEMORY_MB", 10)
+    assert round_memory_bytes(EvalConfig(), "cpu") <= 10 * MB
 
 
 @pytest.mark.timeout(300)
-def test_huge_sets_get_fewer_spans_per_block():
+def test_huge_sets_get_fewer_spans_per_block(monkeypatch):
     task = get_task("09_Swish")  # 16 MB in, 16 MB out per call (budgeted as 48 MB: outputs at 8 bytes)
     cand = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
             "        return x * torch.sigmoid(x)\n")
-    cfg = EvalConfig(device="cpu", round_memory_mb=100, target_round_ms=500.0, budget_s=0.3, min_rounds=4,
-                     correctness_trials=2, reverify=False, spread_threshold=10.0)
+    monkeypatch.setattr(calibrate, "ROUND_MEMORY_MB", 100)
+    monkeypatch.setattr(calibrate, "TARGET_ROUND_MS", 500.0)
+    cfg = EvalConfig(device="cpu", budget_s=0.3, min_rounds=4, correctness_trials=2, reverify=False,
+                     spread_threshold=10.0)
     r = evaluate(task.source, cand, cfg)
     assert r.executable and r.correct and r.speedup > 0, (r.flags, r.error)
     assert r.timing["calls_per_round"] == 1 and r.timing["spans_per_block"] == 2, r.timing
@@ -49,13 +55,13 @@ def test_reference_worker_stays_within_the_block_budget(monkeypatch):
     budget_mb = 200
     base: dict[int, int] = {}
     peak: dict[int, int] = {}
-    orig = api._Session.start_ref
+    orig = api.Session.start_ref
 
     def start_ref(self):  # the reference's memory with torch imported and the task built, before any block
         orig(self)
         base[self.ref.pid] = psutil.Process(self.ref.pid).memory_info().rss
 
-    monkeypatch.setattr(api._Session, "start_ref", start_ref)
+    monkeypatch.setattr(api.Session, "start_ref", start_ref)
     done = threading.Event()
 
     def sample():
@@ -72,8 +78,8 @@ def test_reference_worker_stays_within_the_block_budget(monkeypatch):
     task = get_task("09_Swish")  # 16 MB in, 16 MB out per call
     cand = ("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
             "        return x * torch.sigmoid(x)\n")
-    cfg = EvalConfig(device="cpu", round_memory_mb=budget_mb, budget_s=0.3, correctness_trials=2, reverify=False,
-                     spread_threshold=10.0)
+    monkeypatch.setattr(calibrate, "ROUND_MEMORY_MB", budget_mb)
+    cfg = EvalConfig(device="cpu", budget_s=0.3, correctness_trials=2, reverify=False, spread_threshold=10.0)
     try:
         r = evaluate(task.source, cand, cfg)
     finally:

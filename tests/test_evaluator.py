@@ -37,7 +37,7 @@ from kernelrl.evaluation.worker import _digest_round, _metas
 from kernelrl.tasks import get_task
 
 FAST = EvalConfig(device="cpu", budget_s=0.4, correctness_trials=4, reverify=False, max_wall_s=90,
-                  min_timeout_s=4.0, spread_threshold=10.0, memory_limit_mb=4096)
+                  spread_threshold=10.0, memory_limit_mb=4096)
 
 
 # -- statistics ---------------------------------------------------------------------------------------------------
@@ -749,11 +749,10 @@ def test_identical_candidate_is_not_dragged_down_by_its_first_blocks():
     # one stray slow span (a page-fault burst, a candidate span 10-30x long) moved the lower bound to 0.4-0.6 in
     # most runs, the estimate staying at 0.9-1.0: the Wilcoxon interval of so few blocks is not what this test is
     # about.
-    cfg = EvalConfig(device="cpu", budget_s=2.0, correctness_trials=3, reverify=False, spread_threshold=10.0,
-                     keep_rounds=True)
+    cfg = EvalConfig(device="cpu", budget_s=2.0, correctness_trials=3, reverify=False, spread_threshold=10.0)
     # The better of two evaluations: a stray slow block from the rest of a busy test run can still pull one lower
     # bound down; the cold-block bug pulled every evaluation to 0.21-0.28.
-    runs = [evaluate(task.source, cand, cfg) for _ in range(2)]
+    runs = [evaluate(task.source, cand, cfg, keep_rounds=True) for _ in range(2)]
     r = max(runs, key=lambda x: x.speedup)
     assert r.executable and r.correct, (r.flags, r.error)
     assert r.timing["warmup_blocks"] >= 1
@@ -771,7 +770,7 @@ def test_device_clock_pairs_charge_what_the_parent_clock_saw_beyond_the_reported
     """clock='device' (CUDA): the candidate's reply is untrusted. Its device time is checked pair by pair against
     the parent's clock (span - spin - device time, against the reference's round trip): a lie, work on another
     stream or a garbage value ends up charged, an honest candidate is not, and a lie keeps at most the allowance."""
-    from kernelrl.evaluation.api import _device_times
+    from kernelrl.evaluation.api import device_times
 
     def pair(dev_c, wall_c, spin_c=10e-3, extra_ref=0.0, info=None, cpu_c=None):
         info = info if info is not None else {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [],
@@ -783,7 +782,7 @@ def test_device_clock_pairs_charge_what_the_parent_clock_saw_beyond_the_reported
                    "cand": {"dev_s": dev_c, "spin_done_s": spin_c, "queued_s": 0.5e-3}}
         if cpu_c is not None:
             replies["cand"]["parent_cpu_s"] = cpu_c
-        return _device_times(wall, replies, 10e-3, info, q, 0.2), info
+        return device_times(wall, replies, 10e-3, info, q, 0.2), info
 
     info = None
     for i in range(20):  # the reference's round trip: 50 us with a few us of noise
@@ -816,7 +815,7 @@ def test_device_clock_charges_host_work_done_while_the_spin_held_the_gpu():
     """clock='device': CPU time is on no GPU clock; the parent reads each worker's CPU time in its span from the
     kernel. A candidate may use as much as the reference did in the pair, or as its own device time; beyond that
     (plus 10% and the reference's noise) it is charged: CPU work hidden in the spin, or heavier dispatch."""
-    from kernelrl.evaluation.api import _device_times
+    from kernelrl.evaluation.api import device_times
 
     info = {"spin": [], "starved_ref": 0, "starved_cand": 0, "outside_ref": [], "outside_cand": [], "charged": [],
             "spin_short": 0, "cpu_ref": [], "cpu_cand": [], "cpu_charged": []}
@@ -825,7 +824,7 @@ def test_device_clock_charges_host_work_done_while_the_spin_held_the_gpu():
         wall = {"ref": 10e-3 + 2e-3 + 50e-6, "cand": 10e-3 + dev_c + 50e-6}
         replies = {"ref": {"dev_s": 2e-3, "spin_done_s": 10e-3, "queued_s": 1e-3, "parent_cpu_s": 1.5e-3},
                    "cand": {"dev_s": dev_c, "spin_done_s": 10e-3, "queued_s": 0.5e-3, "parent_cpu_s": cpu_c}}
-        return _device_times(wall, replies, 10e-3, info, {"ref": [], "cand": []}, 0.2)["cand"]
+        return device_times(wall, replies, 10e-3, info, {"ref": [], "cand": []}, 0.2)["cand"]
 
     for _ in range(10):
         assert pair(0.8e-3) == pytest.approx(1e-3)  # lighter host work than the reference: nothing charged
@@ -918,19 +917,6 @@ def test_device_clock_on_cpu_is_the_parent_clock():
 
     r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, clock="device"))
     assert r.success and r.speedup > 0 and "clock" not in r.timing
-
-
-def test_calls_per_span_fixes_k_for_the_whole_evaluation():
-    """EvalConfig.calls_per_span (experimental): the timed spans hold that many calls, kept through the warm-up
-    (which otherwise calibrates k again); 0 (or less) calibrates as before. Capped by the block's memory."""
-    import dataclasses
-
-    r = evaluate(_ZERO_TASK, _ZERO_CAND, dataclasses.replace(FAST, calls_per_span=3, budget_s=0.2))
-    # the interference check's noise flag (reference-slowed) fired once on the 2-core VM for these 3-call spans: it
-    # zeroes the score after timing, which is not what this test is about
-    assert r.success or set(r.flags) & FATAL <= {"reference-slowed"}, r.flags
-    assert r.timing["calls_per_round"] == 3  # calibration alone picks far more for this task
-    assert "calls_per_round_at_calibration" not in r.timing
 
 
 def test_reverify_rejects_a_drop_beyond_tolerance_and_keeps_the_lower_of_a_rise():

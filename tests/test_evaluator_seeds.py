@@ -10,7 +10,7 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import FATAL, evaluate
 
 CFG = EvalConfig(device="cpu", budget_s=0.6, correctness_trials=5, reverify=False, max_wall_s=120,
-                 min_timeout_s=5.0, spread_threshold=10.0, memory_limit_mb=6144)
+                 spread_threshold=10.0, memory_limit_mb=6144)
 
 # (task name, seed variant): each measured >= 3x faster on one CPU thread in the corpus's own table, so that a
 # noisy shared machine still shows > 1; together they cover weight folding, reductions, a matrix chain reordered,

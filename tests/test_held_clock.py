@@ -366,35 +366,22 @@ def test_the_fixed_cost_of_a_held_span_is_the_smaller_sides_median_empty_span():
     assert held_span_overhead([0.284e-3] * 4, [0.285e-3] * 4, [4.8e-3] * 8, [0.41e-3] * 8) == pytest.approx(0.284e-3)
 
 
-def test_held_span_overhead_is_a_knob_on_by_default():
-    assert EvalConfig().held_span_overhead is True
-    assert EvalConfig(held_span_overhead=False).held_span_overhead is False
+def test_held_span_overhead_is_on():
+    from kernelrl.evaluation import timing
+
+    assert timing.HELD_SPAN_OVERHEAD is True
 
 
-def test_a_host_bound_reference_leaves_the_held_clock_only_when_asked_and_beyond_the_ratio():
-    """EvalConfig.held_wall_ratio (experimental, off by default): the scaled GRU's reference took ~1.4 s a call on
-    the parent's clock for ~9 ms of GPU work (H100, v8 call 6): beyond 10x it is the host's task; a launch-bound
-    Softmax (~0.1 ms wall for 45 us of GPU work) is not. Decided from the reference alone."""
-    from kernelrl.evaluation.api import host_bound_reference
+def test_version_10_settings_are_the_evaluators_constants():
+    """Graph spans of ~10 ms of the reference's GPU time (GRAPH_SPAN_MS) and quiesce probes back to back (the
+    sleep between them, EvalConfig.quiesce_poll_us, was deleted in issue 34) are version 10's."""
+    import inspect
 
-    assert host_bound_reference(1.375, 8.97e-3, 0.0) == ""  # off
-    why = host_bound_reference(1.375, 8.97e-3, 10.0)
-    assert why.startswith("reference host-bound") and "1375.000 ms" in why and "> 10x" in why
-    assert host_bound_reference(100e-6, 45e-6, 10.0) == ""
-    assert host_bound_reference(1.0, 0.0, 10.0) == ""  # no GPU time measured: stay
-    assert EvalConfig().held_wall_ratio == 0.0
-    with pytest.raises(ConfigError, match="held_wall_ratio"):
-        validate_values(EvalConfig(held_wall_ratio=-1.0), "eval")
+    from kernelrl.evaluation import api, calibrate, worker
 
-
-def test_version_10_knobs_default_on_and_refuse_negative_values():
-    """graph_span_ms (graph spans of ~10 ms of the reference's GPU time) and quiesce_poll_us (probes back to back)
-    are version 10's defaults; negative values are a config error, not a silent 'off'."""
-    assert (EvalConfig().graph_span_ms, EvalConfig().quiesce_poll_us) == (10.0, 0.0)
-    validate_values(EvalConfig(graph_span_ms=0.0, quiesce_poll_us=200.0), "eval")
-    for name in ("graph_span_ms", "quiesce_poll_us"):
-        with pytest.raises(ConfigError, match=name):
-            validate_values(EvalConfig(**{name: -1.0}), "eval")
+    assert calibrate.GRAPH_SPAN_MS == 10.0
+    assert "time.sleep" not in inspect.getsource(worker.cmd_quiesce)
+    assert "poll_s" not in api.Session._quiesce_header(None, 0.0)
 
 
 def test_cuda_graphs_is_on_by_default_and_a_cpu_evaluation_ignores_it():
@@ -504,13 +491,13 @@ def test_a_rare_wild_harness_block_is_dropped_with_its_spans_not_charged_to_ever
     assert st.charge_per_call * 10 == pytest.approx(1e-3 - SPAN_BIAS_SHARE * 0.5e-3, rel=0.01)
 
 
-def test_drain_gap_match_refreezes_the_frozen_candidate_before_drains_that_had_no_freeze():
-    """EvalConfig.drain_gap_match (experimental, off): the parent freezes the candidate (a /proc listing) right
-    before the holder's drains that follow a candidate's phase only; with the knob the drains after a reference's
-    phase get the same listing, so the two kinds of wait follow the same host gap (an A/B for the device)."""
+def test_a_holder_drain_freezes_the_candidate_only_after_its_own_phase():
+    """The parent freezes the candidate (a /proc listing) right before the holder's drains that follow a
+    candidate's phase only; drains after a reference's phase (the candidate frozen since) get no listing. (The
+    experiment that re-listed there too, EvalConfig.drain_gap_match, was deleted in issue 34.)"""
     import types
 
-    from kernelrl.evaluation.api import _Session
+    from kernelrl.evaluation.api import Session
 
     class Cand:
         stopped, freezes = True, 0
@@ -522,23 +509,21 @@ def test_drain_gap_match_refreezes_the_frozen_candidate_before_drains_that_had_n
             self.freezes += 1
             self.stopped = True
 
-    def drain(gap_match, froze_since_phase, cand_awake=False, side="ref"):
+    def drain(cand_awake=False, side="ref"):
         cand = Cand()
         cand.stopped = not cand_awake
         ref = object()
         fake = types.SimpleNamespace(
-            cand=cand, ref=ref, holder=object(), froze_since_phase=froze_since_phase, drain_log=[], last_phase="ref:go",
-            cfg=EvalConfig(drain_gap_match=gap_match), _left=lambda s: s, _quiesce_header=lambda spin_s: {},
+            cand=cand, ref=ref, holder=object(), drain_log=[], last_phase="ref:go",
+            cfg=EvalConfig(), _left=lambda s: s, _quiesce_header=lambda spin_s: {},
             _req=lambda *a, **k: ({"waited_s": 1e-4, "first_s": 9e-5, "probes": 1}, []))
-        waited, after = _Session.holder_drain(fake, ref if side == "ref" else cand, "go")
+        waited, after = Session.holder_drain(fake, ref if side == "ref" else cand, "go")
         assert (waited, after) == (1e-4, "ref:go") and len(fake.drain_log) == 1
         return cand.freezes
 
-    assert drain(False, False) == 0  # off: no listing after a reference's phase (as in version 10)
-    assert drain(True, False) == 1 and drain(True, False, side="cand") == 1  # on: the same listing on both paths
-    assert drain(True, True) == 0  # a freeze already ran since the last phase: not twice
-    assert drain(False, False, cand_awake=True, side="cand") == 1  # after its own phase it is frozen either way
-    assert EvalConfig().drain_gap_match is False
+    assert drain() == 0  # no listing after a reference's phase (as in version 10)
+    assert drain(side="cand") == 0  # already frozen: not twice
+    assert drain(cand_awake=True, side="cand") == 1  # after its own phase it is frozen
 
 
 def test_a_charge_from_two_disturbed_blocks_settles_with_more_rounds_and_a_repeating_cheat_stays_charged():
@@ -560,7 +545,9 @@ def test_a_charge_from_two_disturbed_blocks_settles_with_more_rounds_and_a_repea
     assert settle_more(book_of(16, cheat), 16, 16) and not settle_more(book_of(32, cheat), 32, 16)
     assert charges(book_of(32, cheat), "go")["stretch"] > 0.1e-3
     assert not settle_more(book_of(16, lambda i: False), 16, 16)
-    assert EvalConfig().settle_charges is True
+    from kernelrl.evaluation import timing
+
+    assert timing.SETTLE_CHARGES is True
 
 
 def test_blocking_sync_is_asked_by_the_environment_and_a_host_without_a_driver_keeps_the_default(monkeypatch):
@@ -570,20 +557,22 @@ def test_blocking_sync_is_asked_by_the_environment_and_a_host_without_a_driver_k
     The CUDA side (a model's own .item() not charged as host work) is tests/redteam/cuda/honest_host_sync.py."""
     import ctypes
 
-    from kernelrl.evaluation import worker
+    from kernelrl.evaluation import worker_load
     from kernelrl.evaluation.spares import Spares
 
-    assert EvalConfig().blocking_sync is True
-    monkeypatch.setattr(worker, "STATE", {})
+    from kernelrl.evaluation import session
+
+    assert session.BLOCKING_SYNC is True
+    monkeypatch.setattr(worker_load, "STATE", {})
     monkeypatch.delenv("KERNELRL_BLOCKING_SYNC", raising=False)
-    worker._schedule_blocking_sync()
-    assert "sched" not in worker.STATE  # not asked: nothing done
+    worker_load.schedule_blocking_sync()
+    assert "sched" not in worker_load.STATE  # not asked: nothing done
     monkeypatch.setenv("KERNELRL_BLOCKING_SYNC", "1")
     def no_driver(name):
         raise OSError(f"{name}: cannot open shared object file")
 
     monkeypatch.setattr(ctypes, "CDLL", no_driver)
-    worker._schedule_blocking_sync()
-    assert worker.STATE["sched"] == "default (OSError)"
+    worker_load.schedule_blocking_sync()
+    assert worker_load.STATE["sched"] == "default (OSError)"
     kw = {"device": "cuda"}
     assert Spares._key("cand", {**kw, "blocking_sync": True}) != Spares._key("cand", {**kw, "blocking_sync": False})

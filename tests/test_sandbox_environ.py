@@ -92,7 +92,7 @@ def test_gpu_timing_cores_take_both_threads_of_one_physical_core_and_leave_nothi
     """With SMT (16 vCPUs as 8 cores x 2, siblings n and n+8, as on the H100 VM) each GPU's timing set is one
     physical core's two threads, so no busy-poll of the parent or the holder runs on a sibling of a timed worker;
     without SMT (or sysfs) the two top cores, as before; too few cores: none."""
-    from kernelrl.evaluation.sandbox import _gpu_timing_sets, _siblings
+    from kernelrl.evaluation.placement import _gpu_timing_sets, _siblings
 
     smt = _fake_topology(tmp_path / "smt", {c: f"{c % 8},{c % 8 + 8}" for c in range(16)})
     assert _siblings(3, smt) == {3, 11}

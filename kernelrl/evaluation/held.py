@@ -314,7 +314,7 @@ def charges(book: HeldBook, kind: str) -> dict[str, float]:
 
 
 def settle_more(book: HeldBook, rounds: int, min_rounds: int) -> bool:
-    """EvalConfig.settle_charges: whether the rounds go on although the interval is tight: a check charges the
+    """SETTLE_CHARGES: whether the rounds go on although the interval is tight: a check charges the
     counted pairs (any kind) and fewer than 2 x min_rounds pairs are counted. A disturbance confined to a few
     blocks falls into the checks' trimmed tenth as the count grows (``_tmean``); a cheat that repeats does not."""
     return rounds < 2 * min_rounds and any(v > 0 for kind in book.pairs for v in charges(book, kind).values())
@@ -332,7 +332,7 @@ SPAN_OVERHEAD_CAP = 0.8
 
 def held_span_overhead(empty_ref: list[float], empty_cand: list[float], go_ref: list[float],
                        go_cand: list[float]) -> float:
-    """What the held clock takes off every span of both sides (EvalConfig.held_span_overhead): the smaller of the
+    """What the held clock takes off every span of both sides (HELD_SPAN_OVERHEAD): the smaller of the
     two sides' median empty span (GO, the worker's wait, DONE, the two context switches; no call), so the
     candidate can only lower it; 0 with fewer than 3 of either; at most SPAN_OVERHEAD_CAP of the shorter side's
     median span (~0.28 ms against 0.4-10 ms spans on the H100)."""

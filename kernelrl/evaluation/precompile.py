@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrl.config.stages import EvalConfig
-from kernelrl.evaluation.sandbox import WorkerProcess
+from kernelrl.evaluation.sandbox import DROP_PRIVILEGES, WorkerProcess
 
 BUILD_MARKERS = ("load_inline", "cpp_extension")  # candidates whose import builds something worth doing ahead
 
@@ -49,7 +49,7 @@ def precompile(source: str, cfg: EvalConfig, device: str | None = None) -> dict[
     device = device or cfg.device
     try:  # the source's cache is held for this worker alone (sandbox.lock_cache): an evaluation of it may hold it
         w = WorkerProcess("cand", device=device, cache_dir=candidate_cache_dir(source, cfg),
-                          mem_limit_mb=cfg.memory_limit_mb, threads=1, drop_privileges=cfg.drop_privileges,
+                          mem_limit_mb=cfg.memory_limit_mb, threads=1, drop_privileges=DROP_PRIVILEGES,
                           module_source=source, lock_timeout=cfg.compile_timeout_s)
     except TimeoutError as e:
         return {"ok": False, "uid": None, "error": str(e)[:300]}

@@ -32,6 +32,7 @@ from pathlib import Path
 import psutil
 
 from kernelrl.evaluation.ipc import Channel
+from kernelrl.evaluation.mounts import apply_mount_plan, mount_plan, needed_paths
 
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
              "NVIDIA_VISIBLE_DEVICES", "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NCCL_NVLS_ENABLE",
@@ -146,7 +147,7 @@ def _preexec(mem_limit_mb: int | None, isolate_net: bool, uid: int | None, plan=
             except OSError:
                 pass
         if uid is not None and plan:
-            _apply_mount_plan(plan, stash)
+            apply_mount_plan(plan, stash)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if mem_limit_mb:
             lim = mem_limit_mb * 1024 * 1024
@@ -203,73 +204,9 @@ def fresh_uid() -> int:
             return uid
 
 
-def _world_reachable(path: str) -> bool:
-    """True if an unprivileged uid can traverse to and read/execute ``path``."""
-    p = Path(os.path.realpath(path))
-    try:
-        for parent in [*reversed(p.parents), p]:
-            if not os.stat(parent).st_mode & 0o001:
-                return False
-    except OSError:
-        return False
-    return True
-
-
-CLONE_NEWNS = 0x00020000
-MS_BIND, MS_REC, MS_PRIVATE, MS_MOVE = 4096, 16384, 1 << 18, 8192
-
-
-def _needed_paths() -> list[str]:
-    import sysconfig
-
-    return [os.path.realpath(x) for x in (sys.executable, sys.base_prefix, sysconfig.get_paths()["stdlib"],
-                                          sysconfig.get_paths()["purelib"], str(Path(__file__).resolve().parent))]
-
-
-def _mount_plan() -> list[tuple[str, list[str]]] | None:
-    """How to make the interpreter reachable for an unprivileged candidate when a private directory (typically
-    /root, holding a pyenv) blocks the way: in the candidate's own mount namespace, a tmpfs hides that directory
-    (and every secret in it) and only the needed subtrees are bound back. [] when nothing blocks; None when
-    a needed subtree itself is private (no plan: the candidate keeps the caller's uid)."""
-    plan: dict[str, set[str]] = {}
-    for path in _needed_paths():
-        p = Path(path)
-        chain = [*reversed(p.parents), p]
-        for i, d in enumerate(chain):
-            try:
-                mode = os.stat(d).st_mode
-            except OSError:
-                return None
-            if not mode & 0o001:
-                if i + 1 >= len(chain) or not all(os.stat(x).st_mode & 0o001 for x in chain[i + 1:]):
-                    return None
-                plan.setdefault(str(d), set()).add(str(chain[i + 1]))
-                break
-    return [(d, sorted(subs)) for d, subs in sorted(plan.items())]
-
-
-def _apply_mount_plan(plan: list[tuple[str, list[str]]], stash: Path) -> None:
-    """In the (forked, still root) child: a private mount namespace where each blocking directory is a fresh
-    world-traversable tmpfs holding bind mounts of only the subtrees the interpreter needs."""
-    def check(rc: int, what: str) -> None:
-        if rc != 0:
-            raise OSError(ctypes.get_errno(), f"sandbox: {what} failed")
-
-    check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
-    n = 0
-    for d, subs in plan:
-        stashed = []
-        for sub in subs:
-            st = stash / f".m{n}"
-            n += 1
-            check(_libc.mount(sub.encode(), str(st).encode(), None, MS_BIND | MS_REC, None), f"bind {sub}")
-            stashed.append((sub, st))
-        check(_libc.mount(b"tmpfs", d.encode(), b"tmpfs", 0, b"mode=0755,size=1m"), f"tmpfs on {d}")
-        for sub, st in stashed:
-            os.makedirs(sub, 0o755, exist_ok=True)
-            check(_libc.mount(str(st).encode(), sub.encode(), None, MS_MOVE, None), f"move {sub}")
-
+# When root, run the candidate under a fresh unprivileged uid of its own: it cannot signal or read the reference or
+# the parent, and everything it starts is found by that uid and killed.
+DROP_PRIVILEGES = True
 
 _DROP_OK: bool | None = None
 
@@ -281,7 +218,7 @@ def can_drop_privileges() -> bool:
     if os.geteuid() != 0:
         return False
     if _DROP_OK is None:
-        plan = _mount_plan()
+        plan = mount_plan()
         _DROP_OK = plan == [] or (plan is not None and _trial_unprivileged(plan))
     return _DROP_OK
 
@@ -293,7 +230,7 @@ def _trial_unprivileged(plan) -> bool:
         for i in range(sum(len(s) for _, s in plan)):
             (d / f".m{i}").mkdir()
         code = "import os, sys; sys.exit(0 if all(os.access(p, os.R_OK | os.X_OK) for p in sys.argv[1:]) else 3)"
-        p = subprocess.run([sys.executable, "-c", code, *_needed_paths()], cwd=d,
+        p = subprocess.run([sys.executable, "-c", code, *needed_paths()], cwd=d,
                            env=scrubbed_env(d, d, 1), capture_output=True, timeout=120,
                            preexec_fn=_preexec(None, False, uid, plan, d))
         return p.returncode == 0
@@ -342,7 +279,7 @@ class WorkerProcess:
     """One sandboxed worker and its channel."""
 
     def __init__(self, role: str, *, device: str, cache_dir: Path | None, mem_limit_mb: int | None, threads: int = 1,
-                 isolate_net: bool = True, drop_privileges: bool = True, module_source: str | None = None,
+                 isolate_net: bool = True, drop_privileges: bool = DROP_PRIVILEGES, module_source: str | None = None,
                  cpus: set[int] | None = None, blocking_sync: bool = False,
                  lock_timeout: float = CACHE_LOCK_WAIT_S):
         """``cache_dir`` is this worker's own compile cache (keyed by its source hash by the caller), so a
@@ -350,7 +287,7 @@ class WorkerProcess:
         inside the worker's private dir; ``cpus``: the CPU cores it may run on (the evaluator pins both workers of
         an evaluation to the same core: they never run at once, and launch-bound kernels are timed on the same
         core's speed); ``blocking_sync``: on CUDA, its device context sleeps in a synchronisation instead of
-        spinning (EvalConfig.blocking_sync; worker._schedule_blocking_sync); ``lock_timeout``: how long a candidate
+        spinning (BLOCKING_SYNC; worker._schedule_blocking_sync); ``lock_timeout``: how long a candidate
         worker waits for its source's compile cache (``lock_cache``)."""
         self.role = role
         self.tmp = scratch_dir(role)
@@ -367,7 +304,7 @@ class WorkerProcess:
             raise
         if role == "cand" and uid is None:
             hide_own_environ()  # the candidate shares our uid: keep it out of our /proc/<pid>/environ
-        plan = _mount_plan() if uid is not None else None
+        plan = mount_plan() if uid is not None else None
         for i in range(sum(len(subs) for _, subs in plan or [])):
             (self.tmp / f".m{i}").mkdir()
         p2c_r, p2c_w = os.pipe()
@@ -578,166 +515,6 @@ def _netns_differs(pid: int) -> bool:
 ACTIVE_WORKERS: set[int] = set()  # workers of evaluations running in this process (several threads may evaluate)
 ACTIVE_UIDS: dict[int, int] = {}  # worker pid -> its candidate's own uid (when privileges are dropped)
 REGISTRY_LOCK = threading.Lock()  # spawning + registering a worker vs. kill_orphans scanning our children
-
-
-_PIN_LOCK = threading.Lock()
-_PIN_NEXT = [0]
-
-
-def _avail_cores() -> list[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return []
-
-
-def _gpu_count() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001
-        return 0
-
-
-def _siblings(cpu: int, root: str = "/sys/devices/system/cpu") -> frozenset[int]:
-    """The hardware threads sharing ``cpu``'s physical core (itself included; just itself without SMT or sysfs)."""
-    try:
-        text = Path(root, f"cpu{cpu}", "topology", "thread_siblings_list").read_text().strip()
-    except OSError:
-        return frozenset({cpu})
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        try:
-            out.update(range(int(lo), int(hi or lo) + 1))
-        except ValueError:
-            return frozenset({cpu})
-    return frozenset(out | {cpu})
-
-
-def _gpu_timing_sets(avail: list[int], n_gpus: int, root: str = "/sys/devices/system/cpu") -> list[set[int]]:
-    """One set of cores per GPU (index order), from the top of ``avail``: two cores each, and with SMT both threads
-    of one physical core, so no busy-poll of the parent or the holder runs on a sibling thread of a timed worker.
-    (A guess at why the same harness code took 1.3-2x the CPU time in one worker as in the other for a whole
-    evaluation on the H100 VM, 2026-11-26 v8 call 1; that VM has no SMT, so there it changes nothing and the
-    cause is still open.) Empty when the cores do not suffice (at least two cores must stay for everything else)."""
-    if len(avail) < 2 * n_gpus + 2:
-        return []
-    sib = {c: _siblings(c, root) for c in avail}
-    smt = any(len(v) > 1 for v in sib.values())
-    left = list(avail)
-    sets: list[set[int]] = []
-    for _ in range(n_gpus):
-        pick = next((set(sib[c]) for c in reversed(left) if len(sib[c]) == 2 and sib[c] <= set(left)), None) \
-            if smt else None
-        if pick is None:
-            pick = set(left[-2:])
-        sets.append(pick)
-        left = [c for c in left if c not in pick]
-        if len(left) < 2:
-            return []
-    return sets
-
-
-def timing_cores(device: str) -> set[int] | None:
-    """The cores both workers of one evaluation are pinned to while they are timed (they never run at once, so
-    launch-bound kernels of both sides are timed on the same cores' speed). cuda:N gets the N-th set from the top
-    of the cores this process may use (one evaluation per GPU, clear of core 0 where the OS and the parent tend
-    to run): two cores, so the CUDA driver's helper threads do not preempt the launching thread, and with SMT the
-    two threads of one physical core (``_gpu_timing_sets``). CPU evaluations get one core each, every core in
-    turn from the top (concurrent evaluations spread out). None when there are too few cores."""
-    avail = _avail_cores()
-    if device.startswith("cuda"):
-        idx = int(device.split(":")[1]) if ":" in device else 0
-        sets = _gpu_timing_sets(avail, max(_gpu_count(), idx + 1))
-        return sets[idx] if idx < len(sets) else None
-    if len(avail) < 2:
-        return None
-    with _PIN_LOCK:
-        idx = _PIN_NEXT[0]
-        _PIN_NEXT[0] += 1
-    return {avail[-1 - idx % len(avail)]}  # every core in turn: two evaluations at once on 2 cores get one each
-
-
-def spare_cores() -> set[int] | None:
-    """Where workers start and build (imports, nvcc) on a GPU host: every core but the GPUs' timing sets (and
-    their sibling threads), so a spare starting in the background never competes with an evaluation being timed."""
-    avail = _avail_cores()
-    sets = _gpu_timing_sets(avail, max(_gpu_count(), 1))  # empty: fewer than two cores would be left anyway
-    taken = set().union(*sets)
-    keep = [c for c in avail if c not in taken]
-    return set(keep) if sets and len(keep) >= 2 else None
-
-
-def _cgroup_free_bytes() -> int | None:
-    """Bytes this process's cgroup may still use (its limit minus what it holds that cannot be reclaimed), or
-    None without a limit. Inside a container the limit is the container's, which psutil's host-wide view does
-    not show. Page cache (torch's libraries, read once) counts in the cgroup's usage but is given back under
-    pressure, so it is not counted as held; tmpfs pages (shmem) are."""
-    for base, (lim_f, use_f), (file_k, shmem_k) in (
-            ("/sys/fs/cgroup", ("memory.max", "memory.current"), ("file", "shmem")),
-            ("/sys/fs/cgroup/memory", ("memory.limit_in_bytes", "memory.usage_in_bytes"),
-             ("total_cache", "total_shmem"))):
-        try:
-            raw = Path(base, lim_f).read_text().strip()
-            used = int(Path(base, use_f).read_text().strip())
-            stat = dict(line.split() for line in Path(base, "memory.stat").read_text().splitlines()
-                        if len(line.split()) == 2)
-        except (OSError, ValueError):
-            continue
-        if raw == "max" or not raw.isdigit() or int(raw) >= 1 << 60:  # v1 writes a huge number for "no limit"
-            return None
-        reclaimable = max(0, int(stat.get(file_k, 0)) - int(stat.get(shmem_k, 0)))
-        return max(0, int(raw) - max(0, used - reclaimable))
-    return None
-
-
-def host_free_bytes() -> int:
-    """Memory this process can still take: the host's available memory, or less under a cgroup limit."""
-    free = psutil.virtual_memory().available
-    cg = _cgroup_free_bytes()
-    return min(free, cg) if cg is not None else free
-
-
-def pin_threads(pid: int, cpus: set[int] | None) -> None:
-    """Move every thread of a running worker onto ``cpus`` (affinity is per thread; new threads inherit it)."""
-    if not cpus:
-        return
-    try:
-        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return
-    for tid in tids:
-        try:
-            os.sched_setaffinity(tid, cpus)
-        except OSError:
-            pass
-
-
-def keep_off_cores(cpus: set[int] | None) -> set[int] | None:
-    """Move the calling thread off ``cpus`` (the timing cores of its evaluation, where its parent-side busy-polls
-    would compete with the worker being timed). Returns the previous affinity for ``restore_affinity``, or None
-    when nothing changed (no pinning, or no other core to go to)."""
-    if not cpus:
-        return None
-    try:
-        before = os.sched_getaffinity(0)  # pid 0: this thread
-        rest = before - set(cpus)
-        if not rest or rest == before:
-            return None
-        os.sched_setaffinity(0, rest)
-        return before
-    except (AttributeError, OSError):
-        return None
-
-
-def restore_affinity(saved: set[int] | None) -> None:
-    if saved:
-        try:
-            os.sched_setaffinity(0, saved)
-        except OSError:
-            pass
 
 
 def child_pids() -> list[int]:

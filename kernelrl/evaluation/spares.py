@@ -22,7 +22,7 @@ import threading
 from kernelrl.evaluation.sandbox import WorkerProcess
 
 
-STARTERS = 1  # threads that start spares side by side, at first: evaluations raise it (EvalConfig.spare_starters)
+STARTERS = 1  # threads that start spares side by side, at first: evaluations raise it (SPARE_STARTERS)
 
 
 class Spares:

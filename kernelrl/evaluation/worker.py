@@ -13,10 +13,7 @@ only), fetch (audit), echo, bandwidth.
 from __future__ import annotations
 
 import gc
-import importlib.util
-import math
 import os
-import random
 import sys
 import time
 import traceback
@@ -25,57 +22,17 @@ import torch
 
 from kernelrl.evaluation.held import SEM_DONE, SEM_GO
 from kernelrl.evaluation.ipc import Channel
+# The helpers that live in modules of their own (one concern each), under the names this module's commands call
+# them by: a name looked up here at call time is the one the process runs (a patched one included; see the red
+# team's harness patches, tests/redteam/*/).
+from kernelrl.evaluation.worker_digest import digest_round, metas as _metas
+from kernelrl.evaluation.worker_inputs import (VariedRandom as _VariedRandom, generate as _generate,
+                                               generate_columns as _generate_columns, rows as _rows)
+from kernelrl.evaluation.worker_load import cmd_load, cmd_load_state, cmd_warm, flatten_outputs as _flatten_outputs
+from kernelrl.evaluation.worker_state import (STATE, device as _device, host_bytes as _host_bytes,
+                                              prefault as _prefault)
 
 _perf = time.perf_counter  # bound before any candidate code runs (which may patch time.perf_counter)
-
-STATE: dict = {"ext_builds": [], "ext_failures": []}
-
-
-def _watch_extension_builds() -> None:
-    """Record load_inline/load outcomes (a failed build hidden behind try/except is still recorded)."""
-    try:
-        import torch.utils.cpp_extension as ce
-    except Exception:  # pragma: no cover
-        return
-    for name in ("load_inline", "load"):
-        orig = getattr(ce, name)
-
-        def wrapped(*a, __orig=orig, __name=name, **kw):
-            try:
-                mod = __orig(*a, **kw)
-            except BaseException as e:
-                STATE["ext_failures"].append(f"{__name}: {type(e).__name__}: {str(e)[:300]}")
-                raise
-            STATE["ext_builds"].append(__name)
-            return mod
-
-        setattr(ce, name, wrapped)
-    if _device().type == "cuda":  # Triton compiles lazily, at the first call of a kernel: watch its compiler too
-        try:
-            import triton.compiler.compiler as tc
-
-            orig_compile = tc.compile
-
-            def compile_watched(*a, **kw):
-                try:
-                    res = orig_compile(*a, **kw)
-                except BaseException as e:
-                    STATE["ext_failures"].append(f"triton: {type(e).__name__}: {str(e)[:300]}")
-                    raise
-                if "triton" not in STATE["ext_builds"]:
-                    STATE["ext_builds"].append("triton")
-                return res
-
-            tc.compile = compile_watched
-            import triton.compiler as tcp
-
-            tcp.compile = compile_watched
-        except Exception:  # noqa: BLE001 - no Triton here
-            pass
-
-
-def _device() -> torch.device:
-    return torch.device(STATE.get("device", "cpu"))
 
 
 # Bound before any candidate code runs, like _perf: a candidate that replaces torch.cuda.synchronize with a no-op
@@ -184,6 +141,11 @@ def _stream_op(fn, addr: int, value: int, what: str) -> None:
         raise RuntimeError(f"{what} failed (CUresult {rc})")
 
 
+def _digest_round(outs: list[list[torch.Tensor]], dseed: int) -> list[list[float]]:
+    """worker_digest.digest_round, ending a held digest's GPU work with this module's _held_settle."""
+    return digest_round(outs, dseed, settle=_held_settle)
+
+
 def cmd_sem(h, _tensors):
     """A worker of a held-clock evaluation: map its side's semaphore page (see above)."""
     torch.zeros(1, device=_device())  # the context exists before the page is registered in it
@@ -263,194 +225,6 @@ def cmd_held(h, _tensors):
     return {"ok": True, "hold_s": a.elapsed_time(b) / 1e3, "work_s": b.elapsed_time(c) / 1e3}, []
 
 
-def _flatten_outputs(out) -> list[torch.Tensor]:
-    if isinstance(out, (tuple, list)):
-        items = list(out)
-    else:
-        items = [out]
-    for o in items:
-        if not isinstance(o, torch.Tensor):
-            raise TypeError(f"forward() returned {type(o).__name__}, expected torch.Tensor(s)")
-        if type(o) is not torch.Tensor and not isinstance(o, torch.nn.Parameter):
-            raise TypeError(f"OUTPUT_SUBCLASS: forward() returned a {type(o).__name__}, not a plain torch.Tensor")
-    return items
-
-
-def _schedule_blocking_sync() -> None:
-    """EvalConfig.blocking_sync (the parent sets KERNELRL_BLOCKING_SYNC for the reference and candidate workers,
-    never the holder): before this process's CUDA context exists, give the device's primary context
-    CU_CTX_SCHED_BLOCKING_SYNC, so the model's own synchronisations (``.item()``, ``.tolist()``, a copy to the host)
-    sleep instead of spinning. Why: under the held clock such a sync waits out the holder's hold, and a spinning
-    wait is CPU time, which the host check (held.charges "cpu") cannot tell from host work done while the hold
-    kept the GPU: an honest MoE that syncs once a call was charged 30 ms a call (H100, ninth session). The
-    harness's own waits sleep already (_held_settle). Once per process; the result is in STATE["sched"]."""
-    if "sched" in STATE or os.environ.get("KERNELRL_BLOCKING_SYNC") != "1":
-        return
-    import ctypes
-
-    STATE["sched"] = "default"
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        if lib.cuInit(0) != 0:
-            return
-        dev = ctypes.c_int()
-        index = torch.device(STATE.get("device") or "cuda").index or 0
-        if lib.cuDeviceGet(ctypes.byref(dev), index) != 0:
-            return
-        fn = getattr(lib, "cuDevicePrimaryCtxSetFlags_v2", None) or lib.cuDevicePrimaryCtxSetFlags
-        rc = fn(dev, 0x04)  # CU_CTX_SCHED_BLOCKING_SYNC
-        STATE["sched"] = "blocking" if rc == 0 else f"default (CUresult {rc})"
-    except (OSError, AttributeError) as e:
-        STATE["sched"] = f"default ({type(e).__name__})"
-
-
-def cmd_warm(h, _tensors):
-    """A spare worker, started ahead of an evaluation (before any task or candidate code exists in it): create the
-    device context now, so the evaluation that takes it pays neither the interpreter, the torch import nor this."""
-    dev = torch.device(h["device"])
-    if dev.type == "cuda":
-        STATE["device"] = h["device"]
-        _schedule_blocking_sync()
-        torch.cuda.set_device(dev.index or 0)
-        torch.zeros(1, device=dev)
-        torch.cuda.synchronize()
-    return {"ok": True, "sched": STATE.get("sched", "default")}, []
-
-
-def cmd_load(h, _tensors):
-    if h.get("cache_dir"):  # a spare worker learns its compile cache now (its environment was set before)
-        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(h["cache_dir"], "torch_extensions")
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(h["cache_dir"], "triton")
-    STATE["device"] = h["device"]
-    STATE["seed"] = int(h["seed"])
-    if _device().type == "cuda":
-        _schedule_blocking_sync()  # before this process's context exists (a spare's was made in cmd_warm)
-        torch.cuda.set_device(_device().index or 0)
-    # Full float32 for both sides: cuDNN's TF32 default would make the reference itself inexact.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    _watch_extension_builds()
-    spec = importlib.util.spec_from_file_location(f"kernelrl_{h['role']}_module", h["path"])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)  # a real file, so Triton's @jit can find its source
-    STATE["module"] = module
-    cls_name = "Model" if h["role"] == "ref" else "ModelNew"
-    cls = getattr(module, cls_name, None)
-    if cls is None:
-        raise NameError(f"the file defines no class {cls_name}")
-    init = module.get_init_inputs() if h["role"] == "ref" else h["init_inputs"]
-    torch.manual_seed(h["seed"])
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(h["seed"])
-    model = cls(*init)
-    if isinstance(model, torch.nn.Module):
-        model = model.to(_device())
-        model.train(bool(h["train_mode"]))
-    STATE["model"] = model
-    gc.collect()
-    gc.freeze()  # what exists now (torch, the module, the model) is never scanned again: short, rare collections
-    reply = {"ok": True, "ext_builds": STATE["ext_builds"], "ext_failures": STATE["ext_failures"],
-             "sched": STATE.get("sched", "default")}
-    tensors = []
-    STATE["template"] = h.get("template")
-    if h["role"] == "ref":
-        reply["template"] = STATE["template"] = _input_template(module)
-        reply["init_inputs"] = _jsonable(init)
-        sd = model.state_dict() if isinstance(model, torch.nn.Module) else {}
-        reply["state_names"] = list(sd.keys())
-        tensors = [v for v in sd.values()]
-    return reply, tensors
-
-
-def _jsonable(x):
-    if isinstance(x, (bool, int, str)) or x is None:
-        return x
-    if isinstance(x, float):
-        return x if math.isfinite(x) else str(x)
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    raise TypeError(f"get_init_inputs() returned a {type(x).__name__}; only numbers, strings and lists are supported")
-
-
-def cmd_load_state(h, tensors):
-    model = STATE["model"]
-    if not isinstance(model, torch.nn.Module):
-        return {"ok": True, "copied": 0}, []
-    own = model.state_dict()
-    copied = 0
-    with torch.no_grad():
-        for name, t in zip(h["names"], tensors):
-            if name in own and own[name].shape == t.shape and own[name].dtype == t.dtype:
-                own[name].copy_(t.to(own[name].device))
-                copied += 1
-    return {"ok": True, "copied": copied}, []
-
-
-VARIANTS = ("normal", "scaled", "uniform", "heavy", "small")
-
-
-class _VariedRandom:
-    """While get_inputs() runs, torch's random sources draw from another distribution: the variant changes what
-    torch.randn / randn_like (any real) and torch.rand / rand_like ([0, 1)) return, so whatever get_inputs does
-    with them afterwards (triu, abs, softmax, A @ A.T, index ranges) still holds: the inputs keep the task's
-    structure while their values are scaled and shifted, uniform, heavy-tailed or tiny. Integer draws
-    (randint, randperm) are left alone."""
-
-    def __init__(self, variant: str, g: torch.Generator):
-        self.variant, self.g = variant, g
-        u = lambda lo, hi: float(torch.empty(()).uniform_(lo, hi, generator=g))  # noqa: E731
-        self.scale, self.shift = u(0.1, 10.0), u(-2.0, 2.0)
-
-    def normal(self, x: torch.Tensor) -> torch.Tensor:
-        v = self.variant
-        if v == "scaled":
-            return x * self.scale + self.shift
-        if v == "uniform":
-            return torch.rand(x.shape, generator=self.g, dtype=x.dtype).to(x.device) * 4 - 2
-        if v == "heavy":
-            u = torch.rand(x.shape, generator=self.g, dtype=x.dtype).clamp_min(0.05).to(x.device)
-            return x / u.sqrt()
-        if v == "small":
-            return x * 1e-3
-        return x
-
-    def unit(self, x: torch.Tensor) -> torch.Tensor:
-        v = self.variant
-        if v == "scaled":
-            return x ** (1.0 / max(self.scale, 0.2))  # still in [0, 1), mass moved toward 0 or 1
-        if v == "heavy":
-            return x ** 4
-        if v == "small":
-            return x * 1e-3
-        return x
-
-    def __enter__(self):
-        self.saved = {n: getattr(torch, n) for n in ("randn", "randn_like", "rand", "rand_like")}
-        if self.variant == "normal":
-            return self
-        wrap = lambda f, post: (lambda *a, **k: _float_post(f(*a, **k), post))  # noqa: E731
-        torch.randn = wrap(self.saved["randn"], self.normal)
-        torch.randn_like = wrap(self.saved["randn_like"], self.normal)
-        torch.rand = wrap(self.saved["rand"], self.unit)
-        torch.rand_like = wrap(self.saved["rand_like"], self.unit)
-        return self
-
-    def __exit__(self, *exc):
-        for n, f in self.saved.items():
-            setattr(torch, n, f)
-
-
-def _float_post(x, post):
-    if isinstance(x, torch.Tensor) and x.is_floating_point():
-        with torch.no_grad():
-            y = post(x)
-        return y.requires_grad_(x.requires_grad) if y is not x else y
-    return x
-
-
 def cmd_inputs(h, _tensors):
     """Reference worker only: fresh input sets from get_inputs() under the given seeds, each drawn with one of
     the VARIANTS of torch's random sources (see _VariedRandom)."""
@@ -517,231 +291,6 @@ def cmd_bandwidth(h, _tensors):
     return {"ok": True, "bytes_per_s": 2 * a.numel() * 10 / secs, "device_name": torch.cuda.get_device_name(dev)}, []
 
 
-def _structure(xs: list[torch.Tensor]) -> dict:
-    """Matrix structure every sample of an input shares (triangular, strictly triangular, symmetric in its last
-    two dims): timing inputs are generated with it, so a candidate that relies on the task's input contract (an
-    upper-triangular product) is timed on inputs that honour it."""
-    if xs[0].dim() < 2 or not xs[0].numel():
-        return {}
-    st: dict = {}
-    for name, fn, ds in (("triu", torch.triu, (1, 0)), ("tril", torch.tril, (-1, 0))):
-        for d in ds:
-            if all(torch.equal(t, fn(t, d)) for t in xs):
-                st[name] = d
-                break
-    if xs[0].shape[-1] == xs[0].shape[-2] and all(
-            torch.allclose(t, t.transpose(-1, -2), rtol=1e-5, atol=1e-6 * float(t.abs().max())) for t in xs):
-        st["sym"] = True
-    return st
-
-
-def _apply_structure(x: torch.Tensor, t: dict) -> torch.Tensor:
-    if "triu" in t:
-        x.triu_(t["triu"])
-    if "tril" in t:
-        x.tril_(t["tril"])
-    if t.get("sym"):
-        x = (x + x.transpose(-1, -2)) * 0.5
-    return x
-
-
-def _input_template(module) -> list[dict]:
-    """Shapes, dtypes and value ranges of get_inputs(), from a few samples: timing rounds regenerate inputs
-    on the device from a seed with the same shapes and ranges (no host transfer inside the clock)."""
-    samples = []
-    for seed in (1, 2, 3):
-        torch.manual_seed(seed)
-        samples.append(module.get_inputs())
-    out = []
-    for i, x in enumerate(samples[0]):
-        if not isinstance(x, torch.Tensor):
-            out.append({"kind": "const", "value": _jsonable(x)})
-            continue
-        xs = [s[i] for s in samples]
-        dtype = str(x.dtype).removeprefix("torch.")
-        if x.dtype == torch.bool:
-            out.append({"kind": "bool", "shape": list(x.shape), "dtype": dtype})
-        elif x.is_floating_point():
-            lo = min(float(t.min()) for t in xs) if x.numel() else 0.0
-            hi = max(float(t.max()) for t in xs) if x.numel() else 1.0
-            std = float(torch.stack([t.float().std() for t in xs]).mean()) if x.numel() > 1 else 1.0
-            mean = float(torch.stack([t.float().mean() for t in xs]).mean()) if x.numel() else 0.0
-            out.append({"kind": "float", "shape": list(x.shape), "dtype": dtype, "nonneg": lo >= 0, "lo": lo,
-                        "hi": hi, "std": std, "mean": mean, **_structure(xs)})
-        else:
-            lo = min(int(t.min()) for t in xs) if x.numel() else 0
-            hi = max(int(t.max()) for t in xs) if x.numel() else 1
-            out.append({"kind": "int", "shape": list(x.shape), "dtype": dtype, "lo": lo, "hi": hi + 1})
-    return out
-
-
-def _generate(template: list[dict], seed: int, dev: torch.device, k: int = 1) -> list[list]:
-    """k input sets from one round seed: each template tensor is drawn once as a [k, *shape] batch (a few
-    kernels per round instead of per call), then split into per-call views."""
-    return _rows(_generate_columns(template, seed, dev, k), k)
-
-
-def _rows(columns: list, k: int) -> list[list]:
-    """Per-call input sets from _generate_columns' columns (views of the batches; constants repeated)."""
-    columns = [list(c.unbind(0)) if isinstance(c, torch.Tensor) else c for c in columns]
-    return [list(row) for row in zip(*columns)] if columns else [[] for _ in range(k)]
-
-
-def _generate_columns(template: list[dict], seed: int, dev: torch.device, k: int) -> list:
-    """One column per template entry: a [k, *shape] tensor drawn from ``seed``, or k copies of a constant."""
-    g = torch.Generator(device=dev).manual_seed(seed)
-    columns: list = []
-    for t in template:
-        if t["kind"] == "const":
-            columns.append([t["value"]] * k)
-            continue
-        dtype = getattr(torch, t["dtype"])
-        shape = [k, *t["shape"]]
-        if t["kind"] == "bool":
-            x = torch.rand(shape, generator=g, device=dev) < 0.5
-        elif t["kind"] == "int":
-            x = torch.randint(t["lo"], max(t["hi"], t["lo"] + 1), shape, generator=g, device=dev, dtype=dtype)
-        elif dev.type == "cpu":
-            x = _cheap_floats(t, k, g).to(dtype)
-        elif t["nonneg"]:
-            span = max(t["hi"] - max(t["lo"], 0.0), 1e-6)
-            x = torch.rand(shape, generator=g, device=dev).mul_(span).add_(max(t["lo"], 0.0)).to(dtype)
-        else:
-            # Uniform with the template's mean and std: fresh values at a fraction of randn's cost on CPU.
-            x = torch.rand(shape, generator=g, device=dev).sub_(0.5).mul_(3.4641016 * max(t["std"], 1e-6))
-            x = x.add_(t["mean"]).to(dtype)
-        if t["kind"] == "float":
-            x = _apply_structure(x, t)
-        columns.append(x)
-    return columns
-
-
-def _cheap_floats(t: dict, k: int, g: torch.Generator) -> torch.Tensor:
-    """CPU timing inputs at a tenth of torch.rand's cost (the CPU generator costs ~6 ns a value, more than many
-    forward calls): x = pool[off : off + n] * tile(r) per call, where pool is the evaluation's long U(-1, 1)
-    buffer, off a fresh random offset and r a fresh U(-1, 1) vector of <= 4096 values, then scaled to the
-    template's mean and std (or its [lo, hi] range when non-negative). The fresh r and offset per call keep the
-    values unpredictable and rule out precomputing anything from the pool."""
-    n = max(math.prod(t["shape"]), 1)
-    m = min(n, 4096)
-    pool = _pool(n)
-    key = ("inbuf", id(t), k)  # reused across rounds: fresh 32 MB+ allocations page-fault on every round
-    out = STATE.get(key)
-    if out is None:
-        out = STATE[key] = torch.empty(k, n)
-    offs = torch.randint(0, DIGEST_WINDOW, (k,), generator=g).tolist()
-    rs = torch.rand(k, m, generator=g).mul_(2).sub_(1)
-    lo = max(t["lo"], 0.0)
-    rs.mul_(max(t["hi"] - lo, 1e-6) if t["nonneg"] else 3.0 * max(t["std"], 1e-6))  # U(-1,1)^2 has std 1/3
-    q = (n // m) * m
-    for i in range(k):
-        torch.mul(pool[offs[i]:offs[i] + q].view(-1, m), rs[i], out=out[i, :q].view(-1, m))
-        if q < n:
-            torch.mul(pool[offs[i] + q:offs[i] + n], rs[i, :n - q], out=out[i, q:])
-    if t["nonneg"]:
-        out.abs_()
-        if lo:
-            out.add_(lo)
-    elif t["mean"]:
-        out.add_(t["mean"])
-    return out.view(k, *t["shape"])
-
-
-def _pool(n: int) -> torch.Tensor:
-    key = ("pool", n)
-    if key not in STATE:
-        g = torch.Generator().manual_seed((STATE.get("seed", 0) * 7_000_003 + n) % (2**62))
-        STATE[key] = torch.rand(n + DIGEST_WINDOW, generator=g).mul_(2).sub_(1)
-    return STATE[key]
-
-
-DIGEST_BATCH = 1 << 22  # outputs of a round digested in one batched pass when calls x elements stay below this
-DIGEST_WINDOW = 65536  # random offsets per call into the evaluation's weight buffer; period of the round's weights
-
-
-def _digest_weights(n: int, dev: torch.device) -> torch.Tensor:
-    """The evaluation's long weight buffer for outputs of n elements: U(-1, 1), n + DIGEST_WINDOW values, drawn
-    once per evaluation (from the evaluation's seed) because a fresh n-long draw per round costs more than many
-    forward calls on a CPU."""
-    key = ("dbuf", n, dev.type)
-    if key not in STATE:
-        g = torch.Generator(device=dev).manual_seed((STATE.get("seed", 0) * 1_000_003 + n) % (2**62))
-        STATE[key] = torch.rand(n + DIGEST_WINDOW, generator=g, device=dev).mul_(2).sub_(1)
-    return STATE[key]
-
-
-def _scratch(n: int, dtype: torch.dtype, dev: torch.device) -> torch.Tensor:
-    """A reused buffer for the digest's products (fresh allocations page-fault on every call on a CPU)."""
-    key = ("scratch", dtype, dev.type)
-    buf = STATE.get(key)
-    if buf is None or buf.numel() < n:
-        buf = STATE[key] = torch.empty(n, dtype=dtype, device=dev)
-    return buf[:n]
-
-
-def _digest_round(outs: list[list[torch.Tensor]], dseed: int) -> list[list[float]]:
-    """Per call and output: [||x||, w . x] with a weight on EVERY element, w_e = F[off + e] * r[e mod m]: F is the
-    evaluation's long random buffer (read at a fresh random offset per call) and r a fresh random vector of
-    m <= 64K values per round (both U(-1, 1)). A random weighting of all elements cannot be matched from a
-    subset or sampled positions of the output, and the fresh r and offsets rule out precomputing W^T w for a
-    Linear layer. Three read passes per output; one host copy per round. The parent compares these with the
-    reference's digests for the same inputs."""
-    if not outs or not outs[0]:
-        return [[] for _ in outs]
-    dev = outs[0][0].device
-    g = torch.Generator(device=dev).manual_seed(dseed % (2**62))
-    pick = random.Random(dseed)
-
-    def prep(x: torch.Tensor) -> torch.Tensor:
-        x = x.detach()
-        if type(x) is not torch.Tensor:  # reported in the metas (the parent rejects it); digest the data
-            x = x.as_subclass(torch.Tensor)
-        if x.is_complex():
-            x = torch.view_as_real(x)
-        x = x.reshape(-1)
-        return x if x.dtype in (torch.float32, torch.float64) else x.float()
-
-    vals: list[list[torch.Tensor]] = [[] for _ in outs]
-    for j in range(len(outs[0])):
-        col = [prep(o[j]) for o in outs]
-        n = max(x.numel() for x in col)
-        m = min(max(n, 1), DIGEST_WINDOW)
-        big = _digest_weights(n, dev)
-        r = torch.rand(m, generator=g, device=dev).mul_(2).sub_(1)
-        if dev.type == "cuda" and len(col) >= 4 and len(col) * n <= DIGEST_BATCH and all(
-                f.numel() == n and f.dtype == col[0].dtype for f in col):
-            # Many small outputs (launch-bound tasks with hundreds of calls a round): one batched pass for the
-            # round instead of ~5 kernel launches per call; the same weights as the loop below.
-            X = torch.stack(col)
-            fr, rr = (big, r) if X.dtype == big.dtype else (big.to(X.dtype), r.to(X.dtype))
-            # from pinned memory without a host sync: a held digest's stream is still waiting for its GO here
-            offs = torch.tensor([pick.randrange(DIGEST_WINDOW) for _ in col]).pin_memory().to(dev, non_blocking=True)
-            W = fr.unfold(0, n, 1)[offs] * rr.repeat((n + m - 1) // m)[:n]
-            wds, norms = (X * W).sum(1), torch.linalg.vector_norm(X, dim=1)
-            for i in range(len(col)):
-                vals[i] += [norms[i], wds[i]]
-            continue
-        for i, f in enumerate(col):
-            k = f.numel()
-            off = pick.randrange(DIGEST_WINDOW)
-            fr, rr = (big, r) if f.dtype == big.dtype else (big.to(f.dtype), r.to(f.dtype))
-            t = torch.mul(f, fr[off:off + k], out=_scratch(k, f.dtype, dev))
-            q = (k // m) * m
-            wd = torch.dot(t[:q].view(-1, m).sum(0), rr) if q else torch.zeros((), dtype=f.dtype, device=dev)
-            if q < k:
-                wd = wd + torch.dot(t[q:], rr[:k - q])
-            vals[i] += [torch.linalg.vector_norm(f), wd]
-    flat = torch.stack([v.double() for row in vals for v in row])
-    _held_settle()  # a held digest's GPU work ends here, before the host copy waits for it
-    flat = flat.cpu().tolist()
-    per = 2 * len(outs[0])
-    return [flat[i * per:(i + 1) * per] for i in range(len(outs))]
-
-
-def _metas(res: list[torch.Tensor]) -> list[list]:
-    return [[str(o.dtype).removeprefix("torch."), list(o.shape), type(o) is torch.Tensor] for o in res]
-
-
 def _l2_flush_buffer(dev: torch.device):
     """A buffer twice the size of the GPU's L2: writing it evicts whatever the last call left cached."""
     if dev.type != "cuda":
@@ -775,42 +324,16 @@ def cmd_quiesce(h, _tensors):
     if dev.type != "cuda":
         return {"ok": True, "probe_s": 0.0, "waited_s": 0.0}, []
     limit_s, busy_s = float(h.get("limit_s", 2.0)), float(h.get("busy_s", 0.0005))
-    # between probes: a sleep (the VM's wake-up adds 0.06-0.5 ms, so a wait just over busy_s jumped by that much)
-    # or none (poll_s = 0: back-to-back probes, the wait as fine as one probe)
-    poll_s = max(0.0, float(h.get("poll_s", 0.0002)))
+    # Back-to-back probes (version 10), the wait as fine as one probe: a sleep between them (200 us before) jumped a
+    # wait just over busy_s by the VM's wake-up time (0.06-0.5 ms; on the H100 the waits after a block's digests
+    # were 250-350 us, at that threshold), which the held clock's drain check compares between the sides.
     t_start = _perf()
     lat = first = _probe_latency_s(dev)
     probes = 1
     while lat > busy_s and _perf() - t_start < limit_s:
-        if poll_s > 0:
-            time.sleep(poll_s)
         lat = _probe_latency_s(dev)
         probes += 1
     return {"ok": True, "probe_s": lat, "waited_s": _perf() - t_start, "first_s": first, "probes": probes}, []
-
-
-def _host_bytes(outs) -> int:
-    """What a block's outputs took in host memory, plus its largest output (a call's temporaries): the heap a
-    block of the same size needs."""
-    sizes = [t.numel() * t.element_size() for o in outs for t in (o if isinstance(o, (tuple, list)) else [o])
-             if isinstance(t, torch.Tensor) and t.device.type == "cpu"]
-    return sum(sizes) + max(sizes, default=0)
-
-
-PREFAULT_CHUNK = 8 << 20  # below the 32 MB mmap threshold (sandbox.scrubbed_env): these come from the heap
-
-
-def _prefault(nbytes: int) -> None:
-    """CPU, harness time: touch ``nbytes`` of free heap and free it again (it stays in the heap: the trim
-    threshold is 1 GB), so the block's outputs land on pages already faulted in. On a CPU VM a page's first touch
-    costs ~10 us: a span whose outputs grew the heap ran 2-4x longer (4,096-40,960 faults in 10 ms spans), in the
-    candidate's early blocks and now and then later, as the staged inputs shifted the heap's layout."""
-    chunks = []
-    while nbytes > 0:
-        n = min(PREFAULT_CHUNK, nbytes)
-        chunks.append(torch.ones(n, dtype=torch.uint8))
-        nbytes -= n
-    del chunks
 
 
 def cmd_stage(h, _tensors):
@@ -992,25 +515,6 @@ def cmd_fetch(h, _tensors):
     return {"ok": True, "structure": [len(outs[i])]}, [t.detach() for t in outs[i]]
 
 
-def cmd_heat(h, _tensors):
-    """Reference worker, before a timing block (an experiment, EvalConfig.heat_ms): keep the GPU busy with
-    compute-bound matrix products for ``ms`` milliseconds, so its clock governor sees load before the spans (the
-    H100's SM clock moved by up to 1.7x between seconds of one evaluation when the load was launch-bound)."""
-    dev = _device()
-    if dev.type != "cuda":
-        return {"ok": True, "ran": 0}, []
-    a = STATE.get("heat_buf")
-    if a is None:
-        a = STATE["heat_buf"] = torch.randn(2048, 2048, device=dev)
-    t0, n = _perf(), 0
-    while _perf() - t0 < float(h.get("ms", 0)) / 1000:
-        for _ in range(4):
-            torch.mm(a, a)
-        _sync()
-        n += 4
-    return {"ok": True, "ran": n}, []
-
-
 def cmd_probe(h, _tensors):
     """Reference worker, before each timing block (diagnostic, outside every clock): how fast this core runs fixed
     work now. ``py_us``: a fixed pure-Python loop (interpreter speed on the timing core); on CUDA ``launch_us``: one
@@ -1050,7 +554,7 @@ def cmd_spin(h, _tensors):
 
 
 HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_held,
-            "heat": cmd_heat, "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
+            "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
             "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
             "stage": cmd_stage, "go": cmd_go, "capture": cmd_capture, "digest": cmd_digest, "quiesce": cmd_quiesce,
             "fetch": cmd_fetch,

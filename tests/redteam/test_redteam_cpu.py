@@ -73,10 +73,10 @@ EXPECT: dict[str, tuple[str, set[str]]] = {
     "probes_network_and_secrets": (HONEST, set()),
 }
 
-# timeout_factor 50 (not the paper's 1000): the infinite loop is cut after max(4 s, 50 x reference) instead of
+# timeout_factor 50 (not the paper's 1000): the infinite loop is cut after max(5 s, 50 x reference) instead of
 # 1000 x a ~10 ms reference, which keeps the suite fast; the rule is the same.
 CFG = EvalConfig(device="cpu", budget_s=0.6, correctness_trials=4, reverify=False, max_wall_s=90,
-                 min_timeout_s=4.0, timeout_factor=50.0, spread_threshold=10.0, memory_limit_mb=4096)
+                 timeout_factor=50.0, spread_threshold=10.0, memory_limit_mb=4096)
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ EXPECT = {
     "gpu_oom": (FAIL, {"out-of-memory", "runtime-error"}),
     "illegal_address": (FAIL, {"crashed", "runtime-error"}),
     "honest_cuda_graph": (HONEST, set()),
-    # A sync with the host once a call (EvalConfig.blocking_sync): its wait is not charged as host work.
+    # A sync with the host once a call (BLOCKING_SYNC): its wait is not charged as host work.
     "honest_host_sync": (HONEST, set()),
     "l2_persistence": (HONEST, {"reference-slowed"}),
     "cudnn_flags": (HONEST, set()),
@@ -81,7 +81,19 @@ if GRAPHS:
 HELD_KEYS = ("hold_ms", "stretch_charge_ms", "outside_charge_ms", "host_charge_ms", "harness_charges_ms")
 BOUND = 1.2 if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held" else 1.5
 CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=90,
-                 quiesce_limit_s=0.25, clock=os.environ.get("KERNELRL_REDTEAM_CLOCK", "host"), cuda_graphs=GRAPHS)
+                 clock=os.environ.get("KERNELRL_REDTEAM_CLOCK", "host"), cuda_graphs=GRAPHS)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _short_quiesce():
+    """A quiesce waits at most 0.25 s here (QUIESCE_LIMIT_S, 2 s by default): a cheat's backlog then shows up
+    as reference-slowed within the suite's time."""
+    from kernelrl.evaluation import session_held
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(session_held, "QUIESCE_LIMIT_S", 0.25)
+    yield
+    mp.undo()
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +128,7 @@ def test_redteam_cuda(name, honest_score):
         assert res.success and res.speedup > 0, info
         if name in SOFTMAX_WORK:
             assert res.speedup <= BOUND * honest_score + 0.05, info
-    if name == "honest_host_sync":  # the model's own sync sleeps (the default of CFG.blocking_sync)
+    if name == "honest_host_sync":  # the model's own sync sleeps (BLOCKING_SYNC, on)
         assert res.sandbox.get("sync_schedule") == "blocking" and "host-bound" not in res.flags, info
 
 

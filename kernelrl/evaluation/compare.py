@@ -1,0 +1,171 @@
+"""Output comparison, the parent's (trusted) side of correctness and of the timed blocks' checks: per-dtype
+tolerances, an elementwise and a relative-norm bound (``compare``), and the digests of timed outputs
+(``compare_digests``)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+
+
+# Tolerances per dtype: elementwise |a-b| <= atol * max(1, rms(b)) + rtol * |b|, and ||a-b|| / ||b|| <= rel_norm.
+# The absolute part scales with the output's RMS: a legitimate reordering (a matrix chain evaluated right to left)
+# errs by ~1e-6 of the output's scale, which is far above 1e-4 in absolute terms when outputs are in the
+# thousands. The relative-norm bound is what keeps near-constant or near-zero outputs from passing.
+TOLERANCES = {
+    torch.float64: (1e-7, 1e-6, 1e-7),
+    torch.float32: (1e-4, 1e-3, 1e-4),
+    torch.float16: (1e-2, 1e-2, 5e-3),
+    torch.bfloat16: (5e-2, 5e-2, 2e-2),
+}
+
+
+# Digest tolerance per output dtype: a legitimate candidate's ||out - ref|| stays below DIGEST_REL * ||ref||.
+DIGEST_REL = {"float64": 1e-4, "float32": 1e-3, "float16": 1e-2, "bfloat16": 5e-2}
+
+
+def compare_digests(hr: dict, hc: dict, calls: list[int] | None = None) -> str | None:
+    try:
+        return _compare_digests(hr, hc, calls)
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
+        return f"malformed timing reply ({type(e).__name__})"
+
+
+def _compare_digests(hr: dict, hc: dict, calls: list[int] | None) -> str | None:
+    """Timing blocks: the candidate's outputs (structure, dtypes, shapes, exact type) must match the reference's
+    for the same inputs in every call, and the digests of the sampled ``calls`` (every call when None; the
+    parent's own list, never the worker's) must agree. Digest per output: [||x||, w . x] with fresh random
+    weights w ~ U(-1/2, 1/2) on every element (see worker._digest_round). With d = out - ref and
+    ||d|| <= rel ||ref||, |w . d| ~ 0.29 ||d|| stays small; a cheat with ||d|| >= 1% of ||ref|| is caught in
+    nearly every sampled call."""
+    if hr.get("structure") != hc.get("structure"):
+        return f"output structure {hc.get('structure')} != reference {hr.get('structure')}"
+    cm = hc.get("metas")
+    if not isinstance(cm, list) or len(cm) != len(hr.get("metas") or []):
+        return "output metadata missing"
+    for call, (mr, mc) in enumerate(zip(hr["metas"], cm)):
+        if not isinstance(mc, list) or len(mc) != len(mr):
+            return f"call {call}: output metadata missing"
+        for o, (a, b) in enumerate(zip(mr, mc)):
+            if list(a[:2]) != list(b[:2]):
+                return f"call {call}: output {o} is {b[0]}{b[1]}, reference {a[0]}{a[1]}"
+            if b[2] is not True:
+                return f"call {call}: output {o} is not a plain torch.Tensor"
+    idx = list(range(len(hr["metas"]))) if calls is None else list(calls)
+    digests_c = hc.get("digests")
+    if not isinstance(digests_c, list) or len(digests_c) != len(hr["digests"]) or len(idx) != len(digests_c):
+        return "digests missing"
+    for call, dr, dc in zip(idx, hr["digests"], digests_c):
+        mr = hr["metas"][call]
+        if not isinstance(dc, list) or len(dr) != len(dc):
+            return f"call {call}: digest length differs"
+        for o, j in enumerate(range(0, len(dr), 2)):
+            r_norm, r_w = dr[j:j + 2]
+            c_norm, c_w = (float(x) for x in dc[j:j + 2])
+            for name, r, c in (("norm", r_norm, c_norm), ("weighted sum", r_w, c_w)):
+                if not math.isfinite(r):  # non-finite reference values: the candidate must have them too
+                    if not (math.isnan(r) and math.isnan(c)) and r != c:
+                        return f"call {call}: output {o}: non-finite values differ from the reference"
+                elif not math.isfinite(c):
+                    return f"call {call}: output {o}: non-finite output where the reference is finite"
+            if not math.isfinite(r_norm) or not math.isfinite(r_w):
+                continue
+            rel = DIGEST_REL.get(mr[o][0], 1e-3)
+            floor = 1e-6 * math.sqrt(max(math.prod(mr[o][1]), 1))  # a reference of (near) zeros: tiny slack
+            if abs(c_norm - r_norm) > 2 * rel * r_norm + floor:
+                return f"call {call}: output {o}: output norm {c_norm:.6g} != reference {r_norm:.6g}"
+            if abs(c_w - r_w) > 2 * rel * r_norm + floor:
+                return (f"call {call}: output {o}: weighted digest {c_w:.6g} != reference {r_w:.6g} "
+                        f"(outputs differ from the reference on the same inputs)")
+    return None
+
+
+def compare(ref: list[torch.Tensor], cand: list[torch.Tensor], ref_structure, cand_structure) -> tuple[str, str] | None:
+    """None if the candidate's outputs match; else (flag, reason)."""
+    if ref_structure != cand_structure or len(ref) != len(cand):
+        return "shape-mismatch", f"output structure {cand_structure} != reference {ref_structure}"
+    for i, (r, c) in enumerate(zip(ref, cand)):
+        if r.shape != c.shape or r.dtype != c.dtype:
+            return "shape-mismatch", f"output {i}: {c.dtype}{list(c.shape)} != reference {r.dtype}{list(r.shape)}"
+        if not r.is_floating_point():
+            # Integer/bool outputs match exactly, but for one element per thousand (rounded down): an argmax over
+            # a softmax of near-equal logits is decided by the reference's own rounding (the "tiny inputs" trial
+            # of a Gemm_Softmax_Argmax task flipped 3.4e-5 of its rows for argmax over the logits, an honest and
+            # exact rewrite: one 1024-row trial in 30 failed). One index in a thousand buys no speed.
+            n_bad = int((r != c).sum())
+            if n_bad > r.numel() // 1000:
+                return "wrong-output", f"output {i}: integer/bool values differ ({n_bad} elements)"
+            continue
+        bad = _compare_floats(i, r.reshape(-1), c.reshape(-1))  # 1-D: a 0-dim output (a loss) indexes too
+        if bad:
+            return bad
+    return None
+
+
+@contextlib.contextmanager
+def one_cpu_thread():
+    """The parent's comparisons on one CPU thread: with torch's pool of one thread per core on the 16-core H100
+    host, while spare workers started on those cores, comparing 20 trials of 2M floats took 2.5-3.7 s instead of
+    0.2 s (pool threads waiting on each other); chunked single-threaded comparison is fast enough."""
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+COMPARE_CHUNK = 1 << 17  # elements per step: temporaries stay under 1 MB (no fresh mmap + page faults per op)
+
+
+def _compare_floats(i: int, r: torch.Tensor, c: torch.Tensor) -> tuple[str, str] | None:
+    """Output ``i`` (flat, same shape and dtype): finiteness, elementwise tolerance and relative error norm.
+    float32 arithmetic for float32/16/bf16 outputs (exact upcasts; the difference of two close float32 values is
+    exact): no float64 copies of outputs that can be gigabytes. Done in chunks: whole-output temporaries of many
+    MB are fresh mmaps whose page faults made one comparison of 2M floats take 170 ms instead of 20 on a VM."""
+    work = torch.float64 if r.dtype == torch.float64 else torch.float32
+    atol, rtol, rel_norm = TOLERANCES.get(r.dtype, TOLERANCES[torch.float32])
+    n = r.numel()
+    ref_sq, all_finite, m = 0.0, True, 0  # m: the reference's finite elements
+    for s0 in range(0, n, COMPARE_CHUNK):
+        rf, cf = r[s0:s0 + COMPARE_CHUNK].to(work), c[s0:s0 + COMPARE_CHUNK].to(work)
+        ref_finite, cand_finite = torch.isfinite(rf), torch.isfinite(cf)
+        if not torch.equal(ref_finite, cand_finite):
+            return "non-finite", f"output {i}: NaN/inf where the reference has finite values (or vice versa)"
+        if not bool(ref_finite.all()):
+            all_finite = False
+            if not torch.equal(rf[~ref_finite].nan_to_num(), cf[~ref_finite].nan_to_num()):
+                return "wrong-output", f"output {i}: non-finite values differ"
+            rf = rf[ref_finite]
+        m += rf.numel()
+        ref_sq += float(torch.linalg.vector_norm(rf, dtype=torch.float64)) ** 2
+    denom = math.sqrt(ref_sq)
+    scale = max(1.0, denom / math.sqrt(max(m, 1)))
+    diff_sq, n_bad, first = 0.0, 0, None
+    for s0 in range(0, n, COMPARE_CHUNK):
+        rf, cf = r[s0:s0 + COMPARE_CHUNK].to(work), c[s0:s0 + COMPARE_CHUNK].to(work)
+        if not all_finite:
+            keep = torch.isfinite(rf)
+            rf, cf = rf[keep], cf[keep]
+        diff = (rf - cf).abs_()
+        bad = diff > rf.abs().mul_(rtol).add_(atol * scale)
+        nb = int(bad.sum())
+        if nb and first is None:
+            j = int(bad.nonzero()[0, 0])
+            first = (float(cf[j]), float(rf[j]))
+        n_bad += nb
+        diff_sq += float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
+    if n_bad:
+        return "wrong-output", (f"output {i}: {n_bad}/{m} elements out of tolerance "
+                                f"(first: got {first[0]:.6g}, expected {first[1]:.6g})")
+    num = math.sqrt(diff_sq)
+    if denom > 0 and num / denom > rel_norm:
+        return "wrong-output", f"output {i}: relative error norm {num / denom:.3g} > {rel_norm:g}"
+    if denom == 0 and num > atol * math.sqrt(max(m, 1)):
+        return "wrong-output", f"output {i}: reference is zero, candidate is not"
+    return None

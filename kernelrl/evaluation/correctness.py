@@ -1,0 +1,67 @@
+"""Phase 2, correctness: fresh, varied inputs drawn by the reference and forwarded; every output compared in
+full (compare.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from kernelrl.evaluation.calibrate import run_timeout
+from kernelrl.evaluation.compare import compare, one_cpu_thread
+from kernelrl.evaluation.result import CandidateFailed, EvalResult
+
+if TYPE_CHECKING:
+    from kernelrl.evaluation.calibrate import Calibration
+    from kernelrl.evaluation.session import Session
+
+
+def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
+    """Fresh, varied inputs drawn by the reference and forwarded; every output compared in full. Batched to
+    amortise the round trip. Also records builds that happened at the first call (Triton JIT) and audits the
+    task (a reference whose output does not depend on its inputs)."""
+    cfg = s.cfg
+    ref_outputs_seen: list[torch.Tensor] = []
+    done, batch, hc = 0, max(1, min(cal.k, 8)), {}
+    split_s = {"inputs": 0.0, "ref": 0.0, "cand": 0.0, "compare": 0.0}
+    while done < cfg.correctness_trials:
+        n = min(batch, cfg.correctness_trials - done)
+        t0 = time.perf_counter()
+        c, t = s.fresh_inputs(n)
+        t1 = time.perf_counter()
+        _, hr, ro = s.run(s.ref, c, t, timeout=s._left(cfg.max_wall_s))
+        t2 = time.perf_counter()
+        _, hc, co = s.run(s.cand, c, t, timeout=run_timeout(s, cal, n))
+        t3 = time.perf_counter()
+        st = hc.get("structure")
+        if (not isinstance(st, list) or len(st) != n or not all(isinstance(x, int) and x >= 0 for x in st)
+                or sum(st) != len(co)):
+            raise CandidateFailed("shape-mismatch", f"correctness trials {done + 1}-{done + n}: the candidate "
+                                  f"returned outputs for {len(st) if isinstance(st, list) else '?'} of {n} input sets")
+        with one_cpu_thread():
+            for i, (r, cc) in enumerate(zip(s.split(hr["structure"], ro), s.split(st, co))):
+                bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
+                if bad:
+                    raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")
+        for key, dt in zip(split_s, (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)):
+            split_s[key] += dt
+        result.timing["correctness_split_s"] = {key: round(v, 4) for key, v in split_s.items()}
+        for r in s.split(hr["structure"], ro):  # first output of each trial, for the task audit
+            if len(ref_outputs_seen) < 4 and r:
+                ref_outputs_seen.append(r[0])
+        done += n
+        if s.progress:
+            s.progress(0.3 * done / cfg.correctness_trials, "correctness")
+    result.correct = True
+    try:
+        builds, fails = list(hc.get("ext_builds") or []), [str(x) for x in hc.get("ext_failures") or []]
+    except TypeError:
+        builds, fails = [], []
+    if fails:
+        result.flag("extension-build-failed")
+        result.compile_error = "; ".join(fails)[:2000]
+    if builds or fails:
+        result.custom_kernel_built = bool(builds) and not fails
+    if len(ref_outputs_seen) >= 2 and all(torch.equal(ref_outputs_seen[0], o) for o in ref_outputs_seen[1:]):
+        result.flag("task-input-independent")

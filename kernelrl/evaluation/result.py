@@ -1,0 +1,58 @@
+"""What an evaluation returns (``EvalResult``) and the two ways it ends early: ``CandidateFailed`` (a verdict
+on the candidate) and ``EvaluatorError`` (the task or the harness broke; no verdict)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelrl import EVALUATOR_VERSION
+from kernelrl.errors import KernelRLError
+from kernelrl.evaluation import flags as F
+
+
+@dataclass
+class EvalResult:
+    executable: bool = False
+    correct: bool = False
+    speedup: float = 0.0
+    flags: list[str] = field(default_factory=list)
+    error: str | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
+    evaluator_version: str = EVALUATOR_VERSION
+    device_type: str = "cpu"
+    custom_kernel_built: bool | None = None
+    compile_error: str | None = None
+    wall_s: float = 0.0
+    sandbox: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        return self.executable and self.correct and not (set(self.flags) & F.FATAL)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["success"] = self.success
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalResult:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def flag(self, name: str) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
+
+
+class EvaluatorError(KernelRLError):
+    """The reference (the task) failed before any candidate code ran, or the harness itself broke: not a
+    verdict on the candidate."""
+
+
+class CandidateFailed(Exception):
+    def __init__(self, flag: str, message: str, executable: bool = True):
+        super().__init__(message)
+        self.flag = flag
+        self.executable = executable

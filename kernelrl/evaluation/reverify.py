@@ -1,0 +1,29 @@
+"""Phase 5, re-verification (after the first measurement's workers are closed): a large speedup is measured
+again in fresh processes and kept only where the two agree (stats.reverify_verdict)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kernelrl.config.stages import EvalConfig
+from kernelrl.evaluation.result import EvalResult
+from kernelrl.evaluation.stats import reverify_verdict, timing_interval, timing_ref_ms
+
+
+def reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, result: EvalResult) -> None:
+    """Re-measure a large speedup in fresh processes; keep the lower of the two only if they agree
+    (stats.reverify_verdict: within tolerance, within the two intervals, or the reference's own drift)."""
+    from kernelrl.evaluation.api import evaluate  # the whole protocol again (api imports this module)
+
+    second = evaluate(task_source, cand_source, dataclasses.replace(cfg, reverify=False, correctness_trials=2))
+    v = reverify_verdict(result.speedup, second.speedup, second.success, cfg.reverify_tolerance,
+                         first_interval=timing_interval(result.timing),
+                         second_interval=timing_interval(second.timing),
+                         ref_ms=(timing_ref_ms(result.timing), timing_ref_ms(second.timing)))
+    result.timing["reverify_speedup"] = second.speedup
+    result.timing["reverify"] = {"first_speedup": result.speedup, "speedup": second.speedup,
+                                 "interval": timing_interval(second.timing), "tolerance": cfg.reverify_tolerance,
+                                 "mode": "fresh-process", **v.to_dict()}
+    if not v.agree:
+        result.flag("reverify-mismatch")
+    result.speedup = v.kept

@@ -1,0 +1,450 @@
+"""One evaluation's processes and the trusted clock (``Session``): starting the reference and candidate workers
+(spares when ready), every request to them with the candidate frozen whenever the reference runs, and the
+timed phases of a block (stage, go, digest) on the host clock or, through ``HeldPhases`` (session_held.py), the
+held one."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from kernelrl.config.stages import EvalConfig
+from kernelrl.evaluation.calibrate import uses_held_clock
+from kernelrl.evaluation.compare import compare, one_cpu_thread
+from kernelrl.evaluation.held import HeldBook, Semaphores
+from kernelrl.evaluation.ipc import ProtocolError, Timeout
+from kernelrl.evaluation.loading import LoadTimeout, wait_for_load
+from kernelrl.evaluation.placement import keep_off_cores, pin_threads, restore_affinity, spare_cores, timing_cores
+from kernelrl.evaluation.result import CandidateFailed, EvaluatorError
+from kernelrl.evaluation.sandbox import DROP_PRIVILEGES, WorkerProcess, scratch_dir
+from kernelrl.evaluation.session_held import HeldPhases, reply_seconds
+from kernelrl.evaluation.spares import SPARES
+from kernelrl.evaluation.worker_inputs import VARIANTS
+
+
+# Busy-poll (no sleeping) around each timed span, in the parent and in the worker about to be timed. A process woken
+# from a blocking read pays the scheduler's wake-up latency, which varies on a virtual machine and lands on the clock
+# twice per span; and a worker that slept a few ms before its span (while the parent froze the other side) ran it up
+# to 2x slower on a CPU VM, a bias against whichever side waited longer. The parent's thread keeps off the timing
+# cores while it spins.
+SPIN_WAIT = True
+
+
+# Pin both workers of an evaluation to one CPU core (they never run at once): launch-bound GPU kernels and CPU kernels
+# are then timed on the same core, not on whichever cores the OS picked for two processes (seen on an H100 host: the
+# same launch-bound candidate 14-27 us per call across processes).
+PIN_CPU = True
+
+
+# Keep this many worker processes per role started ahead (torch imported, device context made; no task or candidate
+# code) for the next evaluation: saves ~5 s of start-up per evaluation on an H100 host. Each is used by one evaluation
+# only, and none starts while an evaluation is timed, so with one per role every other back-to-back evaluation found
+# none ready. -1: 2 on CUDA, 0 on CPU (where a background start would compete with the timing for the cores); 0: start
+# workers when needed.
+SPARE_WORKERS = -1
+
+
+# Threads that start spare workers side by side (the most any evaluation of this process asked for). A held evaluation
+# takes three spares (reference, candidate, holder): with 2 threads, paused while timing, their replacements (~5 s
+# each) fell behind and on the H100 (eighth session) 35% of warm evaluations found no holder ready and paid 4-7 s of
+# start-up (433 evaluations per GPU-hour). 3 starts the three replacements at once.
+SPARE_STARTERS = 3
+
+
+# CUDA: the reference's and the candidate's device contexts sleep in a synchronisation (CU_CTX_SCHED_BLOCKING_SYNC)
+# instead of spinning. A model that syncs inside forward (.item(), .tolist()) waits out the held clock's hold in that
+# sync, and a spinning wait is CPU time the host check charges like host work hidden behind the hold: the MoE seed
+# (one .tolist() a call) scored 0.005-0.008 (30 ms a call of charge; H100, ninth session). Both sides alike; the
+# holder keeps the default schedule.
+BLOCKING_SYNC = True
+
+
+# The candidate's load limit is at least this many times the reference's own load on this host (a big model's
+# weights built on a slow CPU), else EvalConfig.load_timeout_s.
+LOAD_REF_FACTOR = 3.0
+
+
+def candidate_frames(tb, module_path) -> str:
+    """The candidate's own frames of a worker's traceback, as ``candidate.py, line N, in f`` plus the source line
+    (the harness's frames say nothing about what is wrong with the candidate); '' when it has none."""
+    if not isinstance(tb, str) or not tb:
+        return ""
+    path, name = str(module_path), Path(str(module_path)).name
+    lines, out = tb.splitlines(), []
+    for i, line in enumerate(lines):
+        if line.strip().startswith(f'File "{path}"'):
+            out.append("  " + line.strip().replace(f'File "{path}"', name))
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if nxt.strip() and not nxt.strip().startswith("File "):
+                out.append("    " + nxt.strip())
+    return ("\ncandidate traceback (most recent call last):\n" + "\n".join(out[-20:])) if out else ""
+
+
+class Session(HeldPhases):
+    """One evaluation: two workers and the trusted clock."""
+
+    def __init__(self, task_source: str, cand_source: str, cfg: EvalConfig, device: str, progress):
+        self.cfg = cfg
+        self.device = device
+        self.progress = progress
+        self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
+        self.dir = scratch_dir("eval")  # the parent's own scratch (0700); stale ones are reaped
+        self.task_source, self.cand_source = task_source, cand_source
+        # Compile caches keyed by source hash: a candidate can write only where its own builds live, and a
+        # re-evaluation of the same source (re-verification, repeats) finds its load_inline/Triton builds.
+        root = Path(cfg.cache_dir or (Path(tempfile.gettempdir()) / "kernelrl-compile-cache"))
+        self.cand_cache = root / "cand" / candidate_hash(cand_source)[:24]
+        self.ref_cache = root / "ref" / candidate_hash(task_source)[:24]
+        self.ref: WorkerProcess | None = None
+        self.cand: WorkerProcess | None = None
+        self.cand_code_ran = False
+        self.seed = self.rng.randrange(2**31)
+        self.deadline = time.monotonic() + cfg.max_wall_s
+        self.before: set[int] = set()
+        self.cpus = timing_cores(device) if PIN_CPU else None
+        # Busy-polling around the timed spans (see go); the parent thread stays off the timing cores meanwhile.
+        self.spin = bool(SPIN_WAIT)
+        # Harness seconds a timing block adds to each side beyond its stage and digest (see go, drain_for_ref):
+        # both sides' parent-timed quiesce, and the candidate's leftover GPU work drained before the reference runs.
+        self.extra = {"ref": 0.0, "cand": 0.0}
+        self.harness_cpu = {"ref": 0.0, "cand": 0.0}  # CPU seconds of stage + digest (kernel clock; diagnostic)
+        self.spares_used = 0
+        # EvalConfig.clock = "held" (kernelrl/evaluation/held.py): the holder process, the semaphore pages, each
+        # side's last phase number, the holder's spin rate and its queueing time per spin of a chain
+        self.holder: WorkerProcess | None = None
+        self.sems: Semaphores | None = None
+        self.seq = {"ref": 0, "cand": 0}
+        self.spin_rate = 0.0
+        self.holder_q: list[float] = []
+        self.book = HeldBook()
+        # each side's host queueing time per kind of held phase, as its replies say (a hold outlasts it; the
+        # candidate's counts up to 10x the reference's); queue0: the first estimate (unheld parent-clock seconds)
+        self.queue = {kind: {"ref": [], "cand": []} for kind in ("go", "stage", "digest")}
+        self.queue0 = {"go": 1e-3, "stage": 1e-3, "digest": 1e-3}
+        self.queue_full = False  # the reference's last held block: its queueing lasted its hold (ref_block_held)
+        # EvalConfig.cuda_graphs: which side's held spans replay its captured graphs (both or neither once the
+        # candidate has run; the reference alone in calibration), the calls per graph and graphs per block
+        self.replay = {"ref": False, "cand": False}
+        self.graph_k, self.graph_spans = 0, 0
+        self.graphs: dict = {}  # what timing.graphs reports
+        self.drain_log: list[list] = []  # the holder's drains, for timing.rounds_raw (holder_drain)
+        self.last_phase = ""  # "side:cmd" of the last held phase (the drain log's "after")
+        self.phases: dict[str, float] = {}
+        self.keep_rounds = False  # evaluate(keep_rounds=True): timing.rounds_raw (analysis)
+        self.ref_load_s = 0.0  # how long the reference's load took (the candidate's load limit scales with it)
+        self._t_mark = time.monotonic()
+
+    def mark(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + now - self._t_mark, 4)
+        self._t_mark = now
+
+    # -- workers ------------------------------------------------------------------------------------------------
+    def start_ref(self) -> None:
+        # Both processes start now (interpreter + torch import in parallel); the candidate's code is loaded
+        # only after the reference's clean baseline has been measured.
+        # Workers start (interpreter, torch import, device context, later the candidate's build) on the spare
+        # cores, or anywhere when there are none, and move to the timing cores once loaded: two imports of torch
+        # pinned to one core took twice as long.
+        common = dict(device=self.device, mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
+                      drop_privileges=DROP_PRIVILEGES, cpus=(spare_cores() if self.cpus else None),
+                      blocking_sync=BLOCKING_SYNC)
+        n_spares = SPARE_WORKERS if SPARE_WORKERS >= 0 else 2 * self.device.startswith("cuda")
+        SPARES.per_key = max(SPARES.per_key, n_spares)
+        SPARES.starters = max(SPARES.starters, SPARE_STARTERS)
+        use_spares = n_spares > 0
+        for role, source, cache in (("cand", self.cand_source, self.cand_cache), ("ref", self.task_source,
+                                                                                  self.ref_cache)):
+            w = SPARES.take(role, common) if use_spares else None
+            wait = self._left(self.cfg.compile_timeout_s)  # for the source's compile cache (sandbox.lock_cache)
+            try:
+                if w is not None:
+                    w.assign(source, cache, wait)
+                    self.spares_used += 1
+                else:
+                    w = WorkerProcess(role, cache_dir=cache, module_source=source, lock_timeout=wait, **common)
+            except TimeoutError as e:
+                if w is not None:
+                    w.close()
+                raise CandidateFailed("timeout", str(e), executable=False) from None
+            setattr(self, role, w)
+        if uses_held_clock(self):
+            common["blocking_sync"] = False  # the holder's probes and reads keep the default (spinning) schedule
+            w = SPARES.take("holder", common) if use_spares else None
+            self.holder = w if w is not None else WorkerProcess("holder", cache_dir=None, **common)
+            self.sems = Semaphores(self.cand.uid)
+        t_load = time.monotonic()
+        h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),
+                                        "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed,
+                                        "train_mode": self.cfg.train_mode},
+                             timeout=self.cfg.max_wall_s, harness=True)
+        self.ref_load_s = time.monotonic() - t_load
+        pin_threads(self.ref.pid, self.cpus)
+        if self.holder is not None:
+            hh, _ = self._req(self.holder, {"cmd": "holder", "device": self.device, "paths": self.sems.paths},
+                              timeout=self._left(120), harness=True, hold=False)
+            self.spin_rate = float(hh["spin_rate"])
+            self._req(self.ref, {"cmd": "sem", "path": self.sems.paths["ref"]}, timeout=self._left(60), harness=True)
+        self.init_inputs = h["init_inputs"]
+        self.template = h["template"]
+        self.state_names, self.state = h["state_names"], state
+
+    def start_cand(self) -> dict:
+        self.cand_code_ran = True
+        self.hold(self.cand)
+        try:
+            self.cand.chan.send({"cmd": "load", "role": "cand", "path": str(self.cand.module_path),
+                                 "cache_dir": str(self.cand.cache_dir), "device": self.device, "seed": self.seed,
+                                 "train_mode": self.cfg.train_mode,
+                                 "init_inputs": self.init_inputs, "template": self.template})
+            # its own short limit outside compilers (kernelrl/evaluation/loading.py), never below a few times
+            # what the reference's load took here (large weights built on a slow host)
+            wait_for_load(self.cand, total_s=self._left(self.cfg.compile_timeout_s),
+                          load_s=max(self.cfg.load_timeout_s, LOAD_REF_FACTOR * self.ref_load_s))
+            h, _ = self.cand.chan.recv(timeout=self._left(self.cfg.compile_timeout_s))
+        except LoadTimeout as e:
+            raise CandidateFailed("timeout", str(e), executable=False) from None
+        except Timeout:
+            raise CandidateFailed("timeout", "building ModelNew timed out", executable=False) from None
+        except (ProtocolError, OSError):  # OSError: a broken pipe to a worker that died before it read the request
+            raise CandidateFailed("crashed", f"candidate process {self.cand.exit_reason()} while loading: "
+                                  f"{self.cand.log_tail(600)}", executable=False) from None
+        if not h.get("ok"):
+            flag = "out-of-memory" if h.get("kind") == "OutOfMemory" else "build-failed"
+            raise CandidateFailed(flag, str(h.get("error", "load failed")) + candidate_frames(
+                                  h.get("traceback"), self.cand.module_path),
+                                  executable=False)
+        self._req(self.cand, {"cmd": "load_state", "names": self.state_names}, self.state, timeout=self._left(60))
+        if self.holder is not None:
+            self._req(self.cand, {"cmd": "sem", "path": self.sems.paths["cand"]}, timeout=self._left(60))
+        pin_threads(self.cand.pid, self.cpus)
+        return h
+
+    def _left(self, cap: float) -> float:
+        return max(0.5, min(cap, self.deadline - time.monotonic()))
+
+    def _req(self, worker: WorkerProcess, header: dict, tensors=None, timeout: float | None = None,
+             harness: bool = False, spin_s: float = 0.0, hold: bool = True):
+        """A request to a worker. ``harness``: the reference; its failure is the task's (EvaluatorError) before
+        any candidate code ran, and counted against the candidate afterwards (it may have held the GPU's memory
+        or left the device broken)."""
+        role = "reference" if worker is self.ref else "candidate"
+
+        def ref_failed(msg: str):
+            if self.cand_code_ran:
+                return CandidateFailed("reference-disturbed", f"{msg} (after the candidate ran)")
+            return EvaluatorError(msg)
+
+        if hold:
+            self.hold(worker)
+        try:
+            h, out = worker.request(header, tensors, timeout=timeout, spin_s=spin_s)
+        except Timeout:
+            if harness:
+                raise ref_failed(f"the reference worker timed out on {header['cmd']}") from None
+            raise CandidateFailed("timeout", f"candidate exceeded {timeout:.1f} s on {header['cmd']}") from None
+        except (ProtocolError, OSError) as e:
+            if harness:
+                raise ref_failed(f"reference worker died ({worker.exit_reason()}, {e}): "
+                                 f"{worker.log_tail(800).strip()[-800:]}") from None
+            reason = worker.exit_reason()
+            flag = "out-of-memory" if "SIGKILL" in reason and "memory" in worker.log_tail().lower() else "crashed"
+            if reason == "still running":
+                reason = f"broke the protocol ({e})"
+            raise CandidateFailed(flag, f"candidate process {reason} during {header['cmd']}: "
+                                  f"{worker.log_tail(600).strip()[-600:]}") from None
+        if not h.get("ok"):
+            if harness:
+                raise ref_failed(f"the {role} failed on {header['cmd']}: {h.get('error')}")
+            err = str(h.get("error", ""))[:2000]
+            if "OUTPUT_SUBCLASS" in err:
+                raise CandidateFailed("output-subclass", err.replace("OUTPUT_SUBCLASS: ", ""))
+            flag = "out-of-memory" if h.get("kind") == "OutOfMemory" else "runtime-error"
+            raise CandidateFailed(flag, err + candidate_frames(h.get("traceback"), worker.module_path))
+        return h, out
+
+    # -- inputs and runs ----------------------------------------------------------------------------------------
+    def fresh_inputs(self, n: int, variants: bool = True) -> tuple[list[int], list[torch.Tensor]]:
+        seeds = [self.rng.randrange(2**31) for _ in range(n)]
+        vs = [self.rng.choice(VARIANTS) if variants else "normal" for _ in range(n)]
+        h, ts = self._req(self.ref, {"cmd": "inputs", "seeds": seeds, "variants": vs}, timeout=self._left(120),
+                          harness=True)
+        return h["counts"], ts
+
+    def run(self, worker: WorkerProcess, counts, tensors, timeout: float) -> tuple[float, dict, list]:
+        t0 = time.perf_counter()
+        h, outs = self._req(worker, {"cmd": "run", "counts": counts}, tensors, timeout=timeout,
+                            harness=worker is self.ref)
+        return time.perf_counter() - t0, h, outs
+
+    def hold(self, worker: WorkerProcess) -> None:
+        """Before every request to ``worker`` (``_req``): whenever the reference runs (a timed span, a harness phase, a
+        correctness trial) the candidate's processes are frozen (SIGSTOP, every process of its uid), so nothing of
+        the candidate's runs beside it; whenever the candidate runs, they are thawed. The state is kept between
+        commands, so consecutive commands of one side cost no signals (spans alternate strictly: one freeze and one
+        thaw per pair). The reference is never frozen (it is our code, idle in a read between its commands); it
+        is thawed first when the candidate shares our uid (it could have stopped it)."""
+        cand = self.cand
+        if worker is self.ref:
+            if cand is not None and cand.uid is None and worker.stopped_now():
+                worker.thaw()
+            if cand is not None and not cand.stopped and cand.alive():
+                cand.freeze()
+        elif worker.stopped:
+            worker.thaw()
+
+    def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
+        """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock; the
+        other side is frozen or thawed before the clock starts: that listing is no part of either side's harness)."""
+        if worker is self.ref:
+            self.drain_for_ref()
+        else:
+            self.settle_cand()
+        self.hold(worker)
+        c0 = worker.cpu_seconds()
+        t0 = time.perf_counter()
+        self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=worker is self.ref,
+                  hold=False)
+        dt = time.perf_counter() - t0
+        self.harness_cpu["ref" if worker is self.ref else "cand"] += worker.cpu_seconds() - c0
+        if worker is self.ref:
+            self.queue0["stage"] = dt
+        return dt
+
+    def go(self, worker: WorkerProcess, n: int, timeout: float, expect_s: float = 0.0,
+           device_spin_s: float | None = None, hold_s: float | None = None) -> tuple[float, float, dict]:
+        """The timed span: the next ``n`` staged calls and a device-wide sync. Before it, outside the span, the
+        worker waits until the device has drained any work the other side left queued (``quiesce``; on CUDA;
+        this also takes the GPU's context switch off the clock) and then busy-polls for the ``go``, while the
+        parent busy-polls for its reply (``spin``): no scheduler wake-up on either side lands on the clock.
+        ``expect_s``: the span's expected length (how long the parent spins before blocking). Returns (seconds,
+        seconds spent draining, the worker's reply). ``device_spin_s`` (EvalConfig.clock = "device"): the worker
+        also times the calls on the device's clock behind a spin kernel this long; its reply then holds dev_s,
+        spin_done_s and queued_s, and the parent's seconds stay the check on them. ``hold_s`` (EvalConfig.clock =
+        "held"): the span is a held phase (``held``): the reply then carries the Phase under "phase"; the quiesce
+        counts in neither side's harness (GPU work the candidate left queued is measured by the holder instead,
+        ``holder_drain``)."""
+        is_ref = worker is self.ref
+        spin = self.spin
+        waited = 0.0
+        if spin and is_ref and self.cand is not None and not self.cand.stopped:
+            # The reference is told to spin before the candidate is frozen (listing its processes takes a few
+            # ms), so it waits for its span on its core, hot, as the candidate does after a thaw: a worker that
+            # slept those ms ran its next span up to 2x slower (CPU VM), a bias against whichever side waits.
+            self._req(self.ref, {"cmd": "spin", "spin_s": 0.05}, timeout=self._left(60), harness=True, hold=False)
+        drain = (self.holder_drain(worker, "go" if n else "empty") if hold_s is not None and not is_ref
+                 else (0.0, ""))
+        self.hold(worker)  # once, before the drain and the clock
+        if hold_s is not None and is_ref:
+            drain = self.holder_drain(worker, "go" if n else "empty")
+        if self.device.startswith("cuda") or spin:
+            # Parent-timed on both sides and counted in each side's harness time (self.extra), except what the
+            # reference waited for the candidate's leftover work, which is the candidate's: work a candidate
+            # queued without a sync (its harness patched) and that ran while a worker waited here was on no clock.
+            dq, waited = self._quiesce(worker, 0.05 if spin else 0.0)
+            role = "ref" if is_ref else "cand"
+            if hold_s is None:
+                self.extra[role] += dq - waited
+                self.extra["cand"] += waited
+        if hold_s is not None:
+            reply, ph = self.held(worker, {"cmd": "go", "n": n}, timeout, hold_s, expect_s, drain)
+            return ph.wall, waited, {**reply, "phase": ph}
+        # While it spins, this thread keeps off the timing cores (it would take one from the worker being timed);
+        # only around the span: pinned for longer, torch's CPU thread pool in this process (the comparisons) ran
+        # 10x slower, its threads waiting on one core.
+        saved = keep_off_cores(self.cpus) if spin else None
+        try:
+            head = {"cmd": "go", "n": n}
+            if device_spin_s is not None:
+                head.update(clock="device", device_spin_s=device_spin_s)
+            cpu0 = worker.cpu_seconds() if device_spin_s is not None else 0.0
+            t0 = time.perf_counter()
+            reply, _ = self._req(worker, head, timeout=timeout, harness=is_ref,
+                                 spin_s=(3 * expect_s + 0.005) if spin else 0.0, hold=False)
+            dt = time.perf_counter() - t0
+            if device_spin_s is not None:
+                # The worker's CPU time in the span, from the kernel (trusted; set here over whatever it replied):
+                # host work done while the spin held the GPU is on no GPU clock, but it is on this one.
+                reply = {**reply, "parent_cpu_s": worker.cpu_seconds() - cpu0}
+            return dt, waited, reply
+        finally:
+            restore_affinity(saved)
+
+    def digest(self, worker: WorkerProcess, dseed: int, calls: list[int], timeout: float) -> tuple[float, dict]:
+        """Harness: every output's structure, and digests of the sampled ``calls``. (seconds, reply)."""
+        if worker is self.ref:
+            self.drain_for_ref()
+        else:
+            self.settle_cand()
+        self.hold(worker)
+        c0 = worker.cpu_seconds()
+        t0 = time.perf_counter()
+        h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed, "calls": calls}, timeout=timeout,
+                         harness=worker is self.ref, hold=False)
+        dt = time.perf_counter() - t0
+        self.harness_cpu["ref" if worker is self.ref else "cand"] += worker.cpu_seconds() - c0
+        if worker is self.ref:
+            self.queue0["digest"] = dt
+        return dt, h
+
+    def ref_block(self, k: int, spans: int, expect_s: float = 0.0, device_spin_s: float | None = None,
+                  replies: list | None = None) -> list[float]:
+        """The reference alone (the candidate has run no code yet, or is frozen): ``spans`` timed spans of ``k``
+        calls; their parent-clock seconds, or with ``device_spin_s`` their device-clock seconds (see go); the
+        worker's replies are appended to ``replies``."""
+        tmo = self._left(self.cfg.max_wall_s)
+        self.stage(self.ref, k * spans, self.rng.randrange(2**31), tmo)
+        out = []
+        for _ in range(spans):
+            dt, _, reply = self.go(self.ref, k, tmo, expect_s + (device_spin_s or 0.0), device_spin_s)
+            out.append(dt if device_spin_s is None else reply_seconds(reply, "dev_s", dt))
+            if replies is not None:
+                replies.append(reply)
+        self.digest(self.ref, self.rng.randrange(2**40), [], tmo)
+        return out
+
+    def capture(self, worker: WorkerProcess, k: int, spans: int, timeout: float) -> dict:
+        """EvalConfig.cuda_graphs: the worker captures ``spans`` graphs of ``k`` calls (worker.cmd_capture), outside
+        every clock; its reply says whether it could."""
+        h, _ = self._req(worker, {"cmd": "capture", "k": k, "spans": spans, "seed": self.rng.randrange(2**31)},
+                         timeout=timeout, harness=worker is self.ref)
+        return h
+
+    def ping(self) -> float:
+        """The fixed cost of an empty timed span on the trusted reference: the round trip of ``go`` with nothing
+        staged (and the device-wide sync), measured the way the spans are (quiesce and spin first)."""
+        tmo = self._left(60)
+        self._req(self.ref, {"cmd": "stage", "seed": 0, "k": 0}, timeout=tmo, harness=True)
+        return self.go(self.ref, 0, tmo)[0]
+
+    def audit(self, k: int, round_no: int) -> None:
+        """After the clock: the full outputs of one random call of the round just timed, from both workers,
+        compared elementwise (a candidate that is exact only when it is fully checked, or precise enough only
+        for the digest, is caught here)."""
+        i = self.rng.randrange(k)
+        hr, ro = self._req(self.ref, {"cmd": "fetch", "index": i}, timeout=self._left(120), harness=True)
+        try:
+            hc, co = self._req(self.cand, {"cmd": "fetch", "index": i}, timeout=self._left(120))
+        except CandidateFailed as e:
+            raise CandidateFailed("timing-mismatch", f"timing round {round_no}: audit of call {i + 1}: {e}") from None
+        with one_cpu_thread():
+            bad = compare(ro, co, hr.get("structure"), hc.get("structure"))
+        if bad:
+            raise CandidateFailed("timing-mismatch", f"timing round {round_no}: audit of call {i + 1}: {bad[1]}")
+
+    def split(self, structure: list[int], outs: list) -> list[list]:
+        res, i = [], 0
+        for n in structure:
+            res.append(outs[i:i + n])
+            i += n
+        return res
+
+
+def candidate_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()

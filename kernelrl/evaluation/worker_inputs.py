@@ -1,0 +1,225 @@
+"""The worker's input sets (reference worker): fresh inputs from the task's get_inputs() under varied random
+sources (``VARIANTS``) for correctness, and for the timed blocks cheap inputs generated on the device from a
+template of the reference's own inputs (``input_template``, ``generate``). Runs inside the worker process
+(kernelrl/evaluation/worker.py)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernelrl.evaluation.worker_digest import DIGEST_WINDOW
+from kernelrl.evaluation.worker_state import STATE
+
+
+VARIANTS = ("normal", "scaled", "uniform", "heavy", "small")
+
+
+class VariedRandom:
+    """While get_inputs() runs, torch's random sources draw from another distribution: the variant changes what
+    torch.randn / randn_like (any real) and torch.rand / rand_like ([0, 1)) return, so whatever get_inputs does
+    with them afterwards (triu, abs, softmax, A @ A.T, index ranges) still holds: the inputs keep the task's
+    structure while their values are scaled and shifted, uniform, heavy-tailed or tiny. Integer draws
+    (randint, randperm) are left alone."""
+
+    def __init__(self, variant: str, g: torch.Generator):
+        self.variant, self.g = variant, g
+        u = lambda lo, hi: float(torch.empty(()).uniform_(lo, hi, generator=g))  # noqa: E731
+        self.scale, self.shift = u(0.1, 10.0), u(-2.0, 2.0)
+
+    def normal(self, x: torch.Tensor) -> torch.Tensor:
+        v = self.variant
+        if v == "scaled":
+            return x * self.scale + self.shift
+        if v == "uniform":
+            return torch.rand(x.shape, generator=self.g, dtype=x.dtype).to(x.device) * 4 - 2
+        if v == "heavy":
+            u = torch.rand(x.shape, generator=self.g, dtype=x.dtype).clamp_min(0.05).to(x.device)
+            return x / u.sqrt()
+        if v == "small":
+            return x * 1e-3
+        return x
+
+    def unit(self, x: torch.Tensor) -> torch.Tensor:
+        v = self.variant
+        if v == "scaled":
+            return x ** (1.0 / max(self.scale, 0.2))  # still in [0, 1), mass moved toward 0 or 1
+        if v == "heavy":
+            return x ** 4
+        if v == "small":
+            return x * 1e-3
+        return x
+
+    def __enter__(self):
+        self.saved = {n: getattr(torch, n) for n in ("randn", "randn_like", "rand", "rand_like")}
+        if self.variant == "normal":
+            return self
+        wrap = lambda f, post: (lambda *a, **k: float_post(f(*a, **k), post))  # noqa: E731
+        torch.randn = wrap(self.saved["randn"], self.normal)
+        torch.randn_like = wrap(self.saved["randn_like"], self.normal)
+        torch.rand = wrap(self.saved["rand"], self.unit)
+        torch.rand_like = wrap(self.saved["rand_like"], self.unit)
+        return self
+
+    def __exit__(self, *exc):
+        for n, f in self.saved.items():
+            setattr(torch, n, f)
+
+
+def float_post(x, post):
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        with torch.no_grad():
+            y = post(x)
+        return y.requires_grad_(x.requires_grad) if y is not x else y
+    return x
+
+
+def structure(xs: list[torch.Tensor]) -> dict:
+    """Matrix structure every sample of an input shares (triangular, strictly triangular, symmetric in its last
+    two dims): timing inputs are generated with it, so a candidate that relies on the task's input contract (an
+    upper-triangular product) is timed on inputs that honour it."""
+    if xs[0].dim() < 2 or not xs[0].numel():
+        return {}
+    st: dict = {}
+    for name, fn, ds in (("triu", torch.triu, (1, 0)), ("tril", torch.tril, (-1, 0))):
+        for d in ds:
+            if all(torch.equal(t, fn(t, d)) for t in xs):
+                st[name] = d
+                break
+    if xs[0].shape[-1] == xs[0].shape[-2] and all(
+            torch.allclose(t, t.transpose(-1, -2), rtol=1e-5, atol=1e-6 * float(t.abs().max())) for t in xs):
+        st["sym"] = True
+    return st
+
+
+def apply_structure(x: torch.Tensor, t: dict) -> torch.Tensor:
+    if "triu" in t:
+        x.triu_(t["triu"])
+    if "tril" in t:
+        x.tril_(t["tril"])
+    if t.get("sym"):
+        x = (x + x.transpose(-1, -2)) * 0.5
+    return x
+
+
+def input_template(module) -> list[dict]:
+    """Shapes, dtypes and value ranges of get_inputs(), from a few samples: timing rounds regenerate inputs
+    on the device from a seed with the same shapes and ranges (no host transfer inside the clock)."""
+    samples = []
+    for seed in (1, 2, 3):
+        torch.manual_seed(seed)
+        samples.append(module.get_inputs())
+    out = []
+    for i, x in enumerate(samples[0]):
+        if not isinstance(x, torch.Tensor):
+            out.append({"kind": "const", "value": jsonable(x)})
+            continue
+        xs = [s[i] for s in samples]
+        dtype = str(x.dtype).removeprefix("torch.")
+        if x.dtype == torch.bool:
+            out.append({"kind": "bool", "shape": list(x.shape), "dtype": dtype})
+        elif x.is_floating_point():
+            lo = min(float(t.min()) for t in xs) if x.numel() else 0.0
+            hi = max(float(t.max()) for t in xs) if x.numel() else 1.0
+            std = float(torch.stack([t.float().std() for t in xs]).mean()) if x.numel() > 1 else 1.0
+            mean = float(torch.stack([t.float().mean() for t in xs]).mean()) if x.numel() else 0.0
+            out.append({"kind": "float", "shape": list(x.shape), "dtype": dtype, "nonneg": lo >= 0, "lo": lo,
+                        "hi": hi, "std": std, "mean": mean, **structure(xs)})
+        else:
+            lo = min(int(t.min()) for t in xs) if x.numel() else 0
+            hi = max(int(t.max()) for t in xs) if x.numel() else 1
+            out.append({"kind": "int", "shape": list(x.shape), "dtype": dtype, "lo": lo, "hi": hi + 1})
+    return out
+
+
+def generate(template: list[dict], seed: int, dev: torch.device, k: int = 1) -> list[list]:
+    """k input sets from one round seed: each template tensor is drawn once as a [k, *shape] batch (a few
+    kernels per round instead of per call), then split into per-call views."""
+    return rows(generate_columns(template, seed, dev, k), k)
+
+
+def rows(columns: list, k: int) -> list[list]:
+    """Per-call input sets from generate_columns' columns (views of the batches; constants repeated)."""
+    columns = [list(c.unbind(0)) if isinstance(c, torch.Tensor) else c for c in columns]
+    return [list(row) for row in zip(*columns)] if columns else [[] for _ in range(k)]
+
+
+def generate_columns(template: list[dict], seed: int, dev: torch.device, k: int) -> list:
+    """One column per template entry: a [k, *shape] tensor drawn from ``seed``, or k copies of a constant."""
+    g = torch.Generator(device=dev).manual_seed(seed)
+    columns: list = []
+    for t in template:
+        if t["kind"] == "const":
+            columns.append([t["value"]] * k)
+            continue
+        dtype = getattr(torch, t["dtype"])
+        shape = [k, *t["shape"]]
+        if t["kind"] == "bool":
+            x = torch.rand(shape, generator=g, device=dev) < 0.5
+        elif t["kind"] == "int":
+            x = torch.randint(t["lo"], max(t["hi"], t["lo"] + 1), shape, generator=g, device=dev, dtype=dtype)
+        elif dev.type == "cpu":
+            x = cheap_floats(t, k, g).to(dtype)
+        elif t["nonneg"]:
+            span = max(t["hi"] - max(t["lo"], 0.0), 1e-6)
+            x = torch.rand(shape, generator=g, device=dev).mul_(span).add_(max(t["lo"], 0.0)).to(dtype)
+        else:
+            # Uniform with the template's mean and std: fresh values at a fraction of randn's cost on CPU.
+            x = torch.rand(shape, generator=g, device=dev).sub_(0.5).mul_(3.4641016 * max(t["std"], 1e-6))
+            x = x.add_(t["mean"]).to(dtype)
+        if t["kind"] == "float":
+            x = apply_structure(x, t)
+        columns.append(x)
+    return columns
+
+
+def cheap_floats(t: dict, k: int, g: torch.Generator) -> torch.Tensor:
+    """CPU timing inputs at a tenth of torch.rand's cost (the CPU generator costs ~6 ns a value, more than many
+    forward calls): x = pool[off : off + n] * tile(r) per call, where pool is the evaluation's long U(-1, 1)
+    buffer, off a fresh random offset and r a fresh U(-1, 1) vector of <= 4096 values, then scaled to the
+    template's mean and std (or its [lo, hi] range when non-negative). The fresh r and offset per call keep the
+    values unpredictable and rule out precomputing anything from the pool."""
+    n = max(math.prod(t["shape"]), 1)
+    m = min(n, 4096)
+    pool = input_pool(n)
+    key = ("inbuf", id(t), k)  # reused across rounds: fresh 32 MB+ allocations page-fault on every round
+    out = STATE.get(key)
+    if out is None:
+        out = STATE[key] = torch.empty(k, n)
+    offs = torch.randint(0, DIGEST_WINDOW, (k,), generator=g).tolist()
+    rs = torch.rand(k, m, generator=g).mul_(2).sub_(1)
+    lo = max(t["lo"], 0.0)
+    rs.mul_(max(t["hi"] - lo, 1e-6) if t["nonneg"] else 3.0 * max(t["std"], 1e-6))  # U(-1,1)^2 has std 1/3
+    q = (n // m) * m
+    for i in range(k):
+        torch.mul(pool[offs[i]:offs[i] + q].view(-1, m), rs[i], out=out[i, :q].view(-1, m))
+        if q < n:
+            torch.mul(pool[offs[i] + q:offs[i] + n], rs[i, :n - q], out=out[i, q:])
+    if t["nonneg"]:
+        out.abs_()
+        if lo:
+            out.add_(lo)
+    elif t["mean"]:
+        out.add_(t["mean"])
+    return out.view(k, *t["shape"])
+
+
+def input_pool(n: int) -> torch.Tensor:
+    key = ("pool", n)
+    if key not in STATE:
+        g = torch.Generator().manual_seed((STATE.get("seed", 0) * 7_000_003 + n) % (2**62))
+        STATE[key] = torch.rand(n + DIGEST_WINDOW, generator=g).mul_(2).sub_(1)
+    return STATE[key]
+
+
+def jsonable(x):
+    if isinstance(x, (bool, int, str)) or x is None:
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else str(x)
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    raise TypeError(f"get_init_inputs() returned a {type(x).__name__}; only numbers, strings and lists are supported")

@@ -1,0 +1,173 @@
+"""The worker's start and load (inside the worker process, kernelrl/evaluation/worker.py): a spare's warm-up
+(``cmd_warm``), loading the task's or the candidate's module and model (``cmd_load``: extension builds watched,
+the CUDA context's schedule set first) and the reference's parameters copied into the candidate
+(``cmd_load_state``)."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import sys
+
+import torch
+
+from kernelrl.evaluation.worker_inputs import input_template, jsonable
+from kernelrl.evaluation.worker_state import STATE, device
+
+
+def watch_extension_builds() -> None:
+    """Record load_inline/load outcomes (a failed build hidden behind try/except is still recorded)."""
+    try:
+        import torch.utils.cpp_extension as ce
+    except Exception:  # pragma: no cover
+        return
+    for name in ("load_inline", "load"):
+        orig = getattr(ce, name)
+
+        def wrapped(*a, __orig=orig, __name=name, **kw):
+            try:
+                mod = __orig(*a, **kw)
+            except BaseException as e:
+                STATE["ext_failures"].append(f"{__name}: {type(e).__name__}: {str(e)[:300]}")
+                raise
+            STATE["ext_builds"].append(__name)
+            return mod
+
+        setattr(ce, name, wrapped)
+    if device().type == "cuda":  # Triton compiles lazily, at the first call of a kernel: watch its compiler too
+        try:
+            import triton.compiler.compiler as tc
+
+            orig_compile = tc.compile
+
+            def compile_watched(*a, **kw):
+                try:
+                    res = orig_compile(*a, **kw)
+                except BaseException as e:
+                    STATE["ext_failures"].append(f"triton: {type(e).__name__}: {str(e)[:300]}")
+                    raise
+                if "triton" not in STATE["ext_builds"]:
+                    STATE["ext_builds"].append("triton")
+                return res
+
+            tc.compile = compile_watched
+            import triton.compiler as tcp
+
+            tcp.compile = compile_watched
+        except Exception:  # noqa: BLE001 - no Triton here
+            pass
+
+
+def flatten_outputs(out) -> list[torch.Tensor]:
+    if isinstance(out, (tuple, list)):
+        items = list(out)
+    else:
+        items = [out]
+    for o in items:
+        if not isinstance(o, torch.Tensor):
+            raise TypeError(f"forward() returned {type(o).__name__}, expected torch.Tensor(s)")
+        if type(o) is not torch.Tensor and not isinstance(o, torch.nn.Parameter):
+            raise TypeError(f"OUTPUT_SUBCLASS: forward() returned a {type(o).__name__}, not a plain torch.Tensor")
+    return items
+
+
+def schedule_blocking_sync() -> None:
+    """BLOCKING_SYNC (the parent sets KERNELRL_BLOCKING_SYNC for the reference and candidate workers,
+    never the holder): before this process's CUDA context exists, give the device's primary context
+    CU_CTX_SCHED_BLOCKING_SYNC, so the model's own synchronisations (``.item()``, ``.tolist()``, a copy to the host)
+    sleep instead of spinning. Why: under the held clock such a sync waits out the holder's hold, and a spinning
+    wait is CPU time, which the host check (held.charges "cpu") cannot tell from host work done while the hold
+    kept the GPU: an honest MoE that syncs once a call was charged 30 ms a call (H100, ninth session). The
+    harness's own waits sleep already (_held_settle). Once per process; the result is in STATE["sched"]."""
+    if "sched" in STATE or os.environ.get("KERNELRL_BLOCKING_SYNC") != "1":
+        return
+    import ctypes
+
+    STATE["sched"] = "default"
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        if lib.cuInit(0) != 0:
+            return
+        dev = ctypes.c_int()
+        index = torch.device(STATE.get("device") or "cuda").index or 0
+        if lib.cuDeviceGet(ctypes.byref(dev), index) != 0:
+            return
+        fn = getattr(lib, "cuDevicePrimaryCtxSetFlags_v2", None) or lib.cuDevicePrimaryCtxSetFlags
+        rc = fn(dev, 0x04)  # CU_CTX_SCHED_BLOCKING_SYNC
+        STATE["sched"] = "blocking" if rc == 0 else f"default (CUresult {rc})"
+    except (OSError, AttributeError) as e:
+        STATE["sched"] = f"default ({type(e).__name__})"
+
+
+def cmd_warm(h, _tensors):
+    """A spare worker, started ahead of an evaluation (before any task or candidate code exists in it): create the
+    device context now, so the evaluation that takes it pays neither the interpreter, the torch import nor this."""
+    dev = torch.device(h["device"])
+    if dev.type == "cuda":
+        STATE["device"] = h["device"]
+        schedule_blocking_sync()
+        torch.cuda.set_device(dev.index or 0)
+        torch.zeros(1, device=dev)
+        torch.cuda.synchronize()
+    return {"ok": True, "sched": STATE.get("sched", "default")}, []
+
+
+def cmd_load(h, _tensors):
+    if h.get("cache_dir"):  # a spare worker learns its compile cache now (its environment was set before)
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(h["cache_dir"], "torch_extensions")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(h["cache_dir"], "triton")
+    STATE["device"] = h["device"]
+    STATE["seed"] = int(h["seed"])
+    if device().type == "cuda":
+        schedule_blocking_sync()  # before this process's context exists (a spare's was made in cmd_warm)
+        torch.cuda.set_device(device().index or 0)
+    # Full float32 for both sides: cuDNN's TF32 default would make the reference itself inexact.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    watch_extension_builds()
+    spec = importlib.util.spec_from_file_location(f"kernelrl_{h['role']}_module", h["path"])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)  # a real file, so Triton's @jit can find its source
+    STATE["module"] = module
+    cls_name = "Model" if h["role"] == "ref" else "ModelNew"
+    cls = getattr(module, cls_name, None)
+    if cls is None:
+        raise NameError(f"the file defines no class {cls_name}")
+    init = module.get_init_inputs() if h["role"] == "ref" else h["init_inputs"]
+    torch.manual_seed(h["seed"])
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(h["seed"])
+    model = cls(*init)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device())
+        model.train(bool(h["train_mode"]))
+    STATE["model"] = model
+    gc.collect()
+    gc.freeze()  # what exists now (torch, the module, the model) is never scanned again: short, rare collections
+    reply = {"ok": True, "ext_builds": STATE["ext_builds"], "ext_failures": STATE["ext_failures"],
+             "sched": STATE.get("sched", "default")}
+    tensors = []
+    STATE["template"] = h.get("template")
+    if h["role"] == "ref":
+        reply["template"] = STATE["template"] = input_template(module)
+        reply["init_inputs"] = jsonable(init)
+        sd = model.state_dict() if isinstance(model, torch.nn.Module) else {}
+        reply["state_names"] = list(sd.keys())
+        tensors = [v for v in sd.values()]
+    return reply, tensors
+
+
+def cmd_load_state(h, tensors):
+    model = STATE["model"]
+    if not isinstance(model, torch.nn.Module):
+        return {"ok": True, "copied": 0}, []
+    own = model.state_dict()
+    copied = 0
+    with torch.no_grad():
+        for name, t in zip(h["names"], tensors):
+            if name in own and own[name].shape == t.shape and own[name].dtype == t.dtype:
+                own[name].copy_(t.to(own[name].device))
+                copied += 1
+    return {"ok": True, "copied": copied}, []
