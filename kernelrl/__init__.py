@@ -30,5 +30,7 @@ __version__ = "0.1.0"
 # (EvalConfig.settle_charges). Scores of models without a sync are as in version 10. Version 12: a
 # re-verification also agrees when the two measurements' 95% intervals overlap or the reference's own run-to-run
 # drift explains the drop (stats.reverify_verdict); such results, 0 (reverify-mismatch) before, keep the lower of
-# the two. Timing itself is as in version 11.
+# the two; and a candidate whose source names a JIT compiler (torch.compile, Triton, TorchScript) gets
+# compile_timeout_s for its first call (timing.first_call_s), where it timed out at the run limit before. Timing
+# itself is as in version 11.
 EVALUATOR_VERSION = "kernelrl-eval-12"

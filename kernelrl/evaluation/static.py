@@ -17,3 +17,15 @@ _PATTERNS = {
 
 def static_flags(source: str) -> list[str]:
     return [name for name, pat in _PATTERNS.items() if re.search(pat, source)]
+
+
+# A compiler that runs at the candidate's first call (torch.compile/dynamo, Triton's JIT, TorchScript): its first
+# forward gets the compile allowance (correctness.first_call_timeout), not the run limit. Not a flag: the source
+# only names it.
+_JIT = r"torch\.compile\b|@triton\.jit|triton\.jit\b|torch\.jit\.(script|trace)\b|torch\._dynamo"
+
+
+def uses_jit(source: str) -> bool:
+    """The source names a compiler that runs at the first call (torch.compile, Triton, TorchScript)."""
+    return re.search(_JIT, source) is not None
+

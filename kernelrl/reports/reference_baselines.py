@@ -14,8 +14,9 @@ The CUDA-graph wrapper keeps static input buffers, copies the inputs in, replays
 outputs (a caller may keep outputs across calls).
 
 Each baseline is the task's own source followed by a ``ModelNew(Model)`` wrapper, so its parameters are the
-reference's, built from the same seed. A compile happens at the first call, inside the evaluator's load phase
-allowance (the compile time is reported apart, in ``timing``, never in the timed spans). The scores are on the
+reference's, built from the same seed. The compile happens at the first call, which the evaluator gives its
+compile allowance (``correctness.first_call_timeout``; the time is reported apart as ``timing.first_call_s``,
+never in a timed span). The scores are on the
 evaluator's clock (GPU time, launch overhead removed on both sides where both are captured): a baseline that only
 removes launches, as ``reduce-overhead`` and the CUDA graph do, gains little there, unlike under eager timing
 (kernelrl/evaluation/README.md, "What the score measures").
