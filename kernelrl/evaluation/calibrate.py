@@ -232,7 +232,7 @@ def uses_device_clock(s: Session) -> bool:
 def device_spin(cfg: EvalConfig, queued_s: float) -> float:
     """The spin kernel's length before a device-clock span: device_spin_factor x the host's queueing time of the
     span's calls (+0.2 ms). With 1.5x, spans where the host had not queued every call when the spin ended made two
-    pairs 35% and 76% apart on the H100; with 3x, 18 of 20 pairs were within 2% (bench/timer_modes.py)."""
+    pairs 35% and 76% apart on the H100; with 3x, 18 of 20 pairs were within 2% (bench/timer_modes.py, git history)."""
     return DEVICE_SPIN_FACTOR * queued_s + 2e-4
 
 

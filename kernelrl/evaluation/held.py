@@ -127,7 +127,7 @@ def hold_plan(queued_s: float, holder_queue_s: float, factor: float, spin_rate: 
     """(cycles, chain, seconds) of a hold that outlasts the worker's queueing of the phase ``factor`` times over,
     plus the holder's own queueing of the chain, + 0.5 ms for the request to reach the worker and the worker's first
     launch (its wake-up and transit: 0.05-0.5 ms on the VM). With 1.5x a device-clock spin left the GPU waiting for
-    the host in some spans (bench/timer_modes.py); longer holds cost wall time, not accuracy."""
+    the host in some spans (bench/timer_modes.py, in git history); longer holds cost wall time, not accuracy."""
     secs = factor * max(queued_s, 0.0) + holder_queue_s + 5e-4
     chain = int(min(CHAIN_MAX, max(CHAIN_MIN, round(secs / SPIN_PIECE_S))))
     cycles = max(1000 * chain, int(secs / max(spin_rate, 1e-15)))

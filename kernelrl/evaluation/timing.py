@@ -373,7 +373,7 @@ def timed_blocks(s: Session, result: EvalResult, cal: Calibration) -> tuple[Pair
                 break
     st = stats_of(go, harness, k, block_of)
     ratios = [r / c for r, c in zip(go["ref"], go["cand"]) if c > 0]
-    if s.keep_rounds:  # raw parent-clock seconds, for analysis of the estimator (bench/analyze_rounds.py)
+    if s.keep_rounds:  # raw parent-clock seconds, for analysis of the estimator (git: bench/analyze_rounds.py)
         st_raw = {"ref": [[round(g, 7), 0.0] for g in go["ref"]], "cand": [[round(g, 7), 0.0] for g in go["cand"]],
                   "ref_first": ref_first, "harness_ref": [round(x, 7) for x in harness["ref"]],
                   "harness_cand": [round(x, 7) for x in harness["cand"]], "host_probe": probes,
