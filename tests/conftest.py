@@ -79,6 +79,17 @@ SLOW_IN_MAKE_TEST = {
     "tests/test_cli_second_hour.py::test_eval_progress_goes_to_stderr",  # 7 s
     "tests/test_cli_second_hour.py::test_optimize_with_an_unusable_model_fails_before_any_table",  # 7 s
     "tests/test_flows.py::test_killed_stage_is_retried",  # 7 s
+    # at 21ccded make test took 13.1 min of pytest on a fresh clone (876 passed): these ~90 s more (durations
+    # measured under a concurrent test-slow run, about 1.5x; the Postgres twins and the red team stay)
+    "tests/reliability/test_secrets.py::test_workers_up_keeps_the_store_password_off_worker_command_lines",  # 30 s
+    "tests/test_eval_memory.py::test_reference_worker_stays_within_the_block_budget",  # 22 s
+    "tests/test_bench.py::test_step_dry_run_and_a_run_without_candidates",  # 17 s
+    "tests/test_crl_ablations.py::test_islands_are_assigned_advanced_and_migrate_in_crl[sqlite]",  # 16 s
+    "tests/test_eval_memory.py::test_huge_sets_get_fewer_spans_per_block",  # 16 s
+    "tests/reliability/test_bad_input.py::test_recipe_overrides_with_wrong_types_or_keys[sft=3+sft.epochs=1-]",  # 15
+    "tests/test_compile_cache_lock.py::"
+    "test_an_evaluation_whose_source_cache_stays_held_ends_as_a_timeout_not_a_hang",  # 14 s
+    "tests/reliability/test_bad_input.py::test_recipe_overrides_with_wrong_types_or_keys[levels=[1-]",  # 13 s
 }
 
 
