@@ -114,18 +114,14 @@ def decide_reverify(first: dict[str, Any], second: dict[str, Any], tolerance: fl
     two, rounded toward 1) only if both succeeded and they agree (stats.reverify_verdict: within ``tolerance``,
     within the two measurements' intervals, or the reference's own drift); else flagged and scored 0.
     ``timing.reverify`` says which rule decided and which number was kept."""
-    from kernelrl.evaluation.stats import reverify_verdict, timing_interval, timing_ref_ms
+    from kernelrl.evaluation.stats import judge_reverify
 
     s1, s2 = float(first.get("speedup") or 0.0), float(second.get("speedup") or 0.0)
     ok2 = bool(second.get("success", second.get("executable") and second.get("correct")))
-    t1, t2 = first.get("timing") or {}, second.get("timing") or {}
-    v = reverify_verdict(s1, s2, ok2, tolerance, first_interval=timing_interval(t1),
-                         second_interval=timing_interval(t2), ref_ms=(timing_ref_ms(t1), timing_ref_ms(t2)))
+    t1 = first.get("timing") or {}
+    v, record = judge_reverify(s1, t1, s2, ok2, second.get("timing"), tolerance, mode=mode)
     out = dict(first)
-    timing = dict(t1)
-    timing["reverify"] = {"first_speedup": s1, "speedup": s2, "interval": timing_interval(t2),
-                          "tolerance": tolerance, "mode": mode, **v.to_dict(), **who}
-    out["timing"] = timing
+    out["timing"] = {**t1, "reverify": {**record, **who}}
     out["speedup"] = v.kept
     if not v.agree:
         flags = list(out.get("flags") or [])

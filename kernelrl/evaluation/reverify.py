@@ -7,7 +7,7 @@ import dataclasses
 
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.result import EvalResult
-from kernelrl.evaluation.stats import reverify_verdict, timing_interval, timing_ref_ms
+from kernelrl.evaluation.stats import judge_reverify
 
 
 def reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, result: EvalResult) -> None:
@@ -16,14 +16,10 @@ def reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, r
     from kernelrl.evaluation.api import evaluate  # the whole protocol again (api imports this module)
 
     second = evaluate(task_source, cand_source, dataclasses.replace(cfg, reverify=False, correctness_trials=2))
-    v = reverify_verdict(result.speedup, second.speedup, second.success, cfg.reverify_tolerance,
-                         first_interval=timing_interval(result.timing),
-                         second_interval=timing_interval(second.timing),
-                         ref_ms=(timing_ref_ms(result.timing), timing_ref_ms(second.timing)))
+    v, record = judge_reverify(result.speedup, result.timing, second.speedup, second.success, second.timing,
+                               cfg.reverify_tolerance, mode="fresh-process")
     result.timing["reverify_speedup"] = second.speedup
-    result.timing["reverify"] = {"first_speedup": result.speedup, "speedup": second.speedup,
-                                 "interval": timing_interval(second.timing), "tolerance": cfg.reverify_tolerance,
-                                 "mode": "fresh-process", **v.to_dict()}
+    result.timing["reverify"] = record
     if not v.agree:
         result.flag("reverify-mismatch")
     result.speedup = v.kept

@@ -302,6 +302,13 @@ class Session(HeldPhases):
     def stage(self, worker: WorkerProcess, k: int, seed: int, timeout: float) -> float:
         """Harness: ``k`` input sets drawn on the device from ``seed``, L2 evicted. Seconds (parent clock; the
         other side is frozen or thawed before the clock starts: that listing is no part of either side's harness)."""
+        return self._harness_phase(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout)[0]
+
+    def _harness_phase(self, worker: WorkerProcess, header: dict, timeout: float) -> tuple[float, dict]:
+        """One harness request (``stage`` or ``digest``) timed on the parent's clock: the reference's queue drained
+        or the candidate settled first, the other side frozen or thawed before the clock starts, the worker's CPU
+        time added to its side's harness total, the reference's time kept as that phase's queueing baseline.
+        (seconds, reply header)."""
         if worker is self.ref:
             self.drain_for_ref()
         else:
@@ -309,13 +316,12 @@ class Session(HeldPhases):
         self.hold(worker)
         c0 = worker.cpu_seconds()
         t0 = time.perf_counter()
-        self._req(worker, {"cmd": "stage", "seed": seed, "k": k}, timeout=timeout, harness=worker is self.ref,
-                  hold=False)
+        h, _ = self._req(worker, header, timeout=timeout, harness=worker is self.ref, hold=False)
         dt = time.perf_counter() - t0
         self.harness_cpu["ref" if worker is self.ref else "cand"] += worker.cpu_seconds() - c0
         if worker is self.ref:
-            self.queue0["stage"] = dt
-        return dt
+            self.queue0[header["cmd"]] = dt
+        return dt, h
 
     def go(self, worker: WorkerProcess, n: int, timeout: float, expect_s: float = 0.0,
            device_spin_s: float | None = None, hold_s: float | None = None) -> tuple[float, float, dict]:
@@ -378,20 +384,7 @@ class Session(HeldPhases):
 
     def digest(self, worker: WorkerProcess, dseed: int, calls: list[int], timeout: float) -> tuple[float, dict]:
         """Harness: every output's structure, and digests of the sampled ``calls``. (seconds, reply)."""
-        if worker is self.ref:
-            self.drain_for_ref()
-        else:
-            self.settle_cand()
-        self.hold(worker)
-        c0 = worker.cpu_seconds()
-        t0 = time.perf_counter()
-        h, _ = self._req(worker, {"cmd": "digest", "dseed": dseed, "calls": calls}, timeout=timeout,
-                         harness=worker is self.ref, hold=False)
-        dt = time.perf_counter() - t0
-        self.harness_cpu["ref" if worker is self.ref else "cand"] += worker.cpu_seconds() - c0
-        if worker is self.ref:
-            self.queue0["digest"] = dt
-        return dt, h
+        return self._harness_phase(worker, {"cmd": "digest", "dseed": dseed, "calls": calls}, timeout)
 
     def ref_block(self, k: int, spans: int, expect_s: float = 0.0, device_spin_s: float | None = None,
                   replies: list | None = None) -> list[float]:

@@ -479,6 +479,18 @@ def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: fl
                 f"{' and the reference steady' if r1 and r2 else ''}; kept 0")
 
 
+def judge_reverify(first: float, first_timing: dict | None, second: float, second_ok: bool,
+                   second_timing: dict | None, tolerance: float, *, mode: str) -> tuple[ReverifyVerdict, dict]:
+    """``reverify_verdict`` on two evaluations' speedups and timing dicts (their intervals and reference times),
+    and the ``timing.reverify`` record both re-verification paths store (the evaluator's fresh processes and the
+    queue's other worker): both numbers, the second's interval, the tolerance, the mode, and the verdict."""
+    v = reverify_verdict(first, second, second_ok, tolerance, first_interval=timing_interval(first_timing),
+                         second_interval=timing_interval(second_timing),
+                         ref_ms=(timing_ref_ms(first_timing), timing_ref_ms(second_timing)))
+    return v, {"first_speedup": first, "speedup": second, "interval": timing_interval(second_timing),
+               "tolerance": tolerance, "mode": mode, **v.to_dict()}
+
+
 def timing_interval(timing: dict | None) -> tuple[float, float] | None:
     """(ci_low, ci_high) of an evaluation's timing dict, or None where it has none (a fake, a failed run)."""
     t = timing or {}
