@@ -50,3 +50,30 @@ def test_a_small_effect_against_large_seed_noise_fails():
                         for i, sel in enumerate(selfsup)})
     assert r["seed_noise_sd"] > 0.2 and 0 < r["mean_effect"] < 2 * r["seed_noise_sd"]
     assert not r["claims"]["effect_at_least_2x_seed_noise"] and not r["claims"]["interval_excludes_zero"]
+
+
+def test_gpu_learning_reports_success_and_reward_with_intervals_per_policy():
+    """bench/gpu_learning.py (issue 30 item 7): sampling seeds in place of training seeds, plus per-policy success
+    rate and mean reward with a t-interval over seeds and a pooled Wilson interval."""
+    from bench.gpu_learning import analyse, per_task_speedups, wilson
+
+    def seed(crl_fast: int):  # 4 samples per task: crl writes the 3x kernel crl_fast times, selfsup once
+        d = {}
+        for fmt in ("contrastive", "augment"):
+            d[fmt] = {"selfsup": {t: [3.0, 1.0, 0.0, 1.0] for t in TASKS},
+                      "crl": {t: [3.0] * crl_fast + [1.0] * (4 - crl_fast) for t in TASKS}}
+        return d
+
+    a = analyse({"1": seed(3), "2": seed(2), "3": seed(4)})
+    c = a["contrastive"]
+    assert c["claims"]["interval_excludes_zero"] and c["mean_effect"] > 0
+    s, k = c["policies"]["selfsup"], c["policies"]["crl"]
+    assert s["success_rate"][0] == 0.75 and s["success_pooled"][:2] == [9 * len(TASKS), 12 * len(TASKS)]
+    assert k["success_rate"][0] == 1.0 and k["mean_reward"][0] > s["mean_reward"][0] == 1.25
+    lo, hi = k["mean_reward"][1:]
+    assert lo < k["mean_reward"][0] < hi  # three different seeds: a real interval
+    p, lo, hi = wilson(9, 12)
+    assert p == 0.75 and 0.45 < lo < 0.75 < hi < 0.95
+    rep = {"sources": [{"label": "crl contrastive", "rows": [
+        {"task_key": "t", "speedup": 2.0, "success": True}, {"task_key": "t", "speedup": 0.0, "success": False}]}]}
+    assert per_task_speedups(rep, "crl contrastive") == {"t": [2.0, 0.0]}

@@ -106,3 +106,36 @@ def test_ladder_is_the_policies_then_the_best_kernels(store, tiny_model_path, tm
     summaries = json.loads(res.stdout[res.stdout.index("{"):])["summaries"]
     assert list(summaries) == ["stage 1 (sft policy)", "stage 1+2+crl (crl policy)", RUN_BEST_LABEL, TEACHERS_LABEL]
     assert summaries["stage 1 (sft policy)"]["all"]["n"] == 1 and summaries[TEACHERS_LABEL]["all"]["n"] == 1
+
+
+def test_policies_compared_on_the_pool_as_crl_began(store, tiny_model_path, tmp_path):  # noqa: F811
+    """--policy-as-of crl-start: selfsup and crl see the same exemplars, none of crl's own kernels (issue 30 item 7)."""
+    from kernelrl.reports.policy import pool_as_of
+    from kernelrl.reports.runner import BenchOptions, run_bench
+    from kernelrl.training.crl import store_snapshot
+
+    task = get_task(TASK)
+    before = _success(store, task, 1.3, "import torch\n# selfsup's kernel\n", "p1")
+    start = store_snapshot(store)
+    _success(store, task, 2.5, "import torch\n# a kernel crl wrote\n", "p1")
+    _finished(store, "p1", "selfsup", str(tiny_model_path))
+    _finished(store, "p1", "crl", str(tiny_model_path),
+              {"training": {"snapshots": [start + 1, start], "final_snapshot": store_snapshot(store)}})
+    assert pool_as_of("crl-start", store, "p1") == start and pool_as_of("7", store, "p1") == 7
+    assert pool_as_of(None, store, "p1") is None
+    recipe = load_recipe("smoke", {"crl.eval_max_new_tokens": 8, "selfsup.eval_max_new_tokens": 8,
+                                   "crl.sampler.n_exemplars": 4})
+    opts = BenchOptions(sources=["policy:p1/selfsup@contrastive", "policy:p1/crl@contrastive"], labels=["s", "c"],
+                        tasks=[task.name], out=tmp_path / "r", device="cpu", budget_s=0.2, correctness_trials=2,
+                        plots=False, artifacts=False, recipe=recipe, policy_k=1, policy_as_of="crl-start")
+    report, _ = run_bench(opts, store)
+    for s in report.sources:
+        assert s.provenance["as_of"] == start and s.provenance["exemplar_ids"] == {task.key: [before]}
+    opts.policy_as_of = None  # each stage's own end: crl's final pool holds its own kernel too
+    report, _ = run_bench(opts, store)
+    assert len(report.sources[1].provenance["exemplar_ids"][task.key]) == 2
+    with pytest.raises(KernelRLError, match="expected an evaluation id or crl-start"):
+        pool_as_of("yesterday", store, "p1")
+    _finished(store, "p3", "crl", str(tiny_model_path))
+    with pytest.raises(KernelRLError, match="no crl stage with recorded snapshots"):
+        pool_as_of("crl-start", store, "p3")

@@ -170,6 +170,10 @@ def bench(
                                  "bench.policy_samples_per_task)."),
     policy_seed: int = typer.Option(None, help="Policy sources: sampling seed (default: recipe seed * 1000 + "
                                     "4321)."),
+    policy_as_of: str = typer.Option(None, help="Policy sources' contrastive prompts: the exemplar pool as of this "
+                                     "evaluation id, or crl-start (as the run's crl began), the same for every "
+                                     "policy source so that they are compared on identical prompts (default: the "
+                                     "pool as each stage ended)."),
     title: str = typer.Option(None, help="Report title."),
     task_limit: int = typer.Option(0, help="Use at most this many tasks (0 = all), spread over the levels."),
     tasks: str = typer.Option(None, help="Only these tasks: comma-separated names or keys (e.g. 02_Softmax,09_Swish)."),
@@ -188,7 +192,7 @@ def bench(
                    correctness_trials=correctness_trials, workers=workers, recipe=recipe, title=title,
                    task_limit=task_limit, tasks=tasks, plots=plots, store_url=store_url, as_json=as_json,
                    verbose=verbose, max_minutes=max_minutes, run=run, purpose=purpose, compare=compare,
-                   policy_k=policy_k, policy_seed=policy_seed)
+                   policy_k=policy_k, policy_seed=policy_seed, policy_as_of=policy_as_of)
     if ctx.invoked_subcommand is not None:
         return
     from kernelrl.reports.runner import BenchOptions, run_bench
@@ -203,7 +207,8 @@ def bench(
                         max_minutes=max_minutes, plots=plots, title=title, task_limit=task_limit,
                         tasks=_names(tasks),
                         local_workers=workers, chunk_size=_chunk(workers), command=_command(),
-                        policy_k=policy_k, policy_seed=policy_seed, **_recipe_sections(recipe))
+                        policy_k=policy_k, policy_seed=policy_seed, policy_as_of=policy_as_of,
+                        **_recipe_sections(recipe))
     report, paths = run_bench(opts, _store(store_url))
     _print_summary(report, paths, as_json)
 
@@ -219,7 +224,8 @@ def _opts_from_ctx(ctx: typer.Context, **kw):
                         local_workers=o["workers"], chunk_size=_chunk(o["workers"]), command=_command(),
                         **_recipe_sections(o["recipe"]), run=o["run"],
                         stored_purpose=None if o["purpose"] == "any" else o["purpose"],
-                        compare=list(o["compare"]), policy_k=o["policy_k"], policy_seed=o["policy_seed"], **kw)
+                        compare=list(o["compare"]), policy_k=o["policy_k"], policy_seed=o["policy_seed"],
+                        policy_as_of=o["policy_as_of"], **kw)
 
 
 @bench_app.command("ladder")

@@ -104,9 +104,27 @@ def _stage_snapshot(record: dict[str, Any]) -> int | None:
     return int(snap) if snap else None
 
 
+def pool_as_of(spec: str | int | None, store, run: str) -> int | None:
+    """``--policy-as-of``: None (each stage's own end), an evaluation id, or ``crl-start`` (the pool as the run's
+    crl began: the first snapshot its prompts drew from, so the sft/selfsup and crl policies can be sampled on
+    identical contrastive prompts that none of crl's own kernels shaped)."""
+    if spec is None or spec == "":
+        return None
+    if isinstance(spec, int) or str(spec).isdigit():
+        return int(spec)
+    if str(spec) != "crl-start":
+        raise KernelRLError(f"--policy-as-of {spec!r}: expected an evaluation id or crl-start")
+    rec = store.stage_record(run, "crl") or {}
+    snaps = (((rec.get("manifest") or {}).get("metrics") or {}).get("training") or {}).get("snapshots") or []
+    if not snaps:
+        raise KernelRLError(f"--policy-as-of crl-start: run {run!r} has no crl stage with recorded snapshots")
+    return int(min(snaps))
+
+
 def resolve_policy(spec: str, tasks: list[Task], store, *, recipe=None, k: int | None = None,
                    seed: int | None = None, device_type: str | None = None, device_kind: str | None = None,
-                   label: str | None = None, settings=None, device: str = "auto") -> list[ResolvedSource]:
+                   label: str | None = None, settings=None, device: str = "auto",
+                   as_of: str | int | None = None) -> list[ResolvedSource]:
     """Sample the checkpoint a policy spec names and return one source per prompt format (own format first).
 
     Long because: resolving the stage, its recipe and checkpoint, then per format building prompts, sampling,
@@ -131,12 +149,14 @@ def resolve_policy(spec: str, tasks: list[Task], store, *, recipe=None, k: int |
         raise KernelRLError(f"--source {spec}: samples per task must be >= 1, got {k}")
     seed = int(seed if seed is not None else recipe.seed * 1000 + SEED_OFFSET)
     scope = pool_scope(recipe, run, device_type=device_type, device_kind=device_kind)
+    snapshot = pool_as_of(as_of, store, run)
+    snapshot = _stage_snapshot(record) if snapshot is None else snapshot
     backend = load_policy(str(model_dir), device=device)
     out = []
     try:
         for fmt in prompt_formats(choice, stage, recipe):
             fn, prov = prompt_fn_for(fmt, tasks, store, recipe, scope, backend.count_tokens, seed=seed,
-                                     as_of=_stage_snapshot(record))
+                                     as_of=snapshot)
             samples = sample_policy(backend, tasks, k, max_tokens=cfg.eval_max_new_tokens,
                                     temperature=cfg.eval_temperature, seed=seed, prompt_fn=fn)
             picks, unparsed = [], 0

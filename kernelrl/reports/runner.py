@@ -74,6 +74,9 @@ class BenchOptions:
     recipe: Any = None
     policy_k: int | None = None
     policy_seed: int | None = None
+    # Contrastive prompts of policy sources: None = the pool as each stage ended; an evaluation id or "crl-start"
+    # = one pool for every policy source, so that policies are compared on identical prompts (issue 30 item 7)
+    policy_as_of: str | int | None = None
 
 
 def load_tasks(suite: str, levels: list[int] | None, task_limit: int = 0, only: list[str] | None = None) -> list[Task]:
@@ -189,7 +192,7 @@ def resolve_sources(opts: BenchOptions, tasks: list[Task], store, cfg: EvalConfi
 
             dtype, dkind = device_scope(cfg)  # contrastive prompts: the pool measured on the scoring device type
             out += resolve_policy(spec, tasks, store, recipe=opts.recipe, k=opts.policy_k, seed=opts.policy_seed,
-                                  device_type=dtype, device_kind=dkind, label=label)
+                                  device_type=dtype, device_kind=dkind, label=label, as_of=opts.policy_as_of)
             continue
         out.append(resolve(spec, tasks, store=store, run=opts.run, top_k=opts.top_k, device_kind=kind, label=label,
                            purpose=purpose, device_type=opts.device_type if opts.stored else None))
