@@ -10,7 +10,9 @@
 # Env (why): SNAP (.gpurun: a code snapshot made by bench/gpu_snapshot.sh, so a call runs committed code whatever
 # else the working tree holds; MODE=start copies it to /tmp/gpurun-$RUN, where the run and its attaches work), RECIPE (gpu-smoke), SETS (extra `--set k=v ...` for the run), FAULT_STEP (>0: at
 # that crl step SIGKILL one evaluator worker holding a job and the crl step: bench/gpu_faults.py), STORE (postgres
-# | sqlite), DEADLINE (seconds from the start: watching stops so that collecting fits the call).
+# | sqlite), DEADLINE (seconds from the start: watching stops so that collecting fits the call), LEARN (once the
+# pipeline has ended: bench/gpu_learning.py --run $RUN $LEARN, the crl vs selfsup policies, into the results;
+# LEARN_DEADLINE: seconds from the start it must end by, default DEADLINE + 0).
 set -uo pipefail
 T0=$SECONDS
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -79,6 +81,15 @@ if kill -0 "$PID" 2>/dev/null; then echo "pipeline still running (pid $PID): MOD
 tail -40 "$LOG"
 C=/tmp/collect-$RUN
 rm -rf "$C" && mkdir -p "$C"
+if [ -n "${LEARN:-}" ] && ! kill -0 "$PID" 2>/dev/null; then
+  left=$(( ${LEARN_DEADLINE:-$DEADLINE} - (SECONDS - T0) ))
+  if (( left > 30 )); then
+    # shellcheck disable=SC2086
+    timeout "$left" python3 "$ROOT/bench/gpu_learning.py" --run "$RUN" $LEARN --out "$C/learning" 2>&1 \
+        | tee "$H/learning-$RUN.log" | grep -v "^\[" | tail -30
+    cp "$H/learning-$RUN.log" "$C/" 2>/dev/null
+  else echo "no time left for LEARN ($left s)"; fi
+fi
 timeout 60 python3 "$ROOT/bench/gpu_collect.py" --run "$RUN" --out "$C" 2>&1 | tail -3
 cp "$LOG" "$C/pipeline.log"; cp "$H/smi.csv" "$H/faults.json" "$H/faults.log" "$C/" 2>/dev/null
 tar -C "$C" -czf "$OUT/results.tgz" . && ls -la "$OUT/results.tgz"
