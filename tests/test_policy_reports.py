@@ -120,7 +120,7 @@ def test_policies_compared_on_the_pool_as_crl_began(store, tiny_model_path, tmp_
     _success(store, task, 2.5, "import torch\n# a kernel crl wrote\n", "p1")
     _finished(store, "p1", "selfsup", str(tiny_model_path))
     _finished(store, "p1", "crl", str(tiny_model_path),
-              {"training": {"snapshots": [start + 1, start], "final_snapshot": store_snapshot(store)}})
+              {"training": {"snapshots": [1], "start_snapshot": start, "final_snapshot": store_snapshot(store)}})
     assert pool_as_of("crl-start", store, "p1") == start and pool_as_of("7", store, "p1") == 7
     assert pool_as_of(None, store, "p1") is None
     recipe = load_recipe("smoke", {"crl.eval_max_new_tokens": 8, "selfsup.eval_max_new_tokens": 8,
@@ -137,5 +137,5 @@ def test_policies_compared_on_the_pool_as_crl_began(store, tiny_model_path, tmp_
     with pytest.raises(KernelRLError, match="expected an evaluation id or crl-start"):
         pool_as_of("yesterday", store, "p1")
     _finished(store, "p3", "crl", str(tiny_model_path))
-    with pytest.raises(KernelRLError, match="no crl stage with recorded snapshots"):
+    with pytest.raises(KernelRLError, match="no crl stage that recorded its start snapshot"):
         pool_as_of("crl-start", store, "p3")

@@ -251,6 +251,12 @@ def test_killed_step_resumes_from_its_checkpoint(stage, store_url, tmp_path, tin
     home = tmp_path / "home"
     run = f"kill-{stage}"
     _seed_upstream(store_url, run, tiny_path)
+    from kernelrl.store import Store
+    from kernelrl.training.crl import store_snapshot
+
+    st = Store(store_url)
+    start = store_snapshot(st)  # the pool as crl begins: kept through the kill and the resume
+    st.engine.dispose()
     if stage == "crl":
         extra = ["crl.steps=12", "crl.save_steps=2", "crl.eval_samples_per_task=0"]
     else:
@@ -273,6 +279,7 @@ def test_killed_step_resumes_from_its_checkpoint(stage, store_url, tmp_path, tin
     if stage == "crl":
         tr = m["metrics"]["training"]
         assert tr["steps"] == 12 and tr["resumed_from"]
+        assert tr["start_snapshot"] == start > 0 and tr["final_snapshot"] >= start
         lines = [json.loads(x) for x in Path(m["outputs"]["metrics_log"]).read_text().splitlines()]
         assert [x["step"] for x in lines] == list(range(1, 13))  # one line per step, none twice
         after = _attempts(store_url, run, "crl")

@@ -115,10 +115,11 @@ def pool_as_of(spec: str | int | None, store, run: str) -> int | None:
     if str(spec) != "crl-start":
         raise KernelRLError(f"--policy-as-of {spec!r}: expected an evaluation id or crl-start")
     rec = store.stage_record(run, "crl") or {}
-    snaps = (((rec.get("manifest") or {}).get("metrics") or {}).get("training") or {}).get("snapshots") or []
-    if not snaps:
-        raise KernelRLError(f"--policy-as-of crl-start: run {run!r} has no crl stage with recorded snapshots")
-    return int(min(snaps))
+    start = (((rec.get("manifest") or {}).get("metrics") or {}).get("training") or {}).get("start_snapshot")
+    if not start:
+        raise KernelRLError(f"--policy-as-of crl-start: run {run!r} has no crl stage that recorded its start "
+                            "snapshot (crl of kernelrl 2026-11-27 or later); give an evaluation id instead")
+    return int(start)
 
 
 def resolve_policy(spec: str, tasks: list[Task], store, *, recipe=None, k: int | None = None,

@@ -309,6 +309,9 @@ def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, pro
     resume = last_checkpoint(out_dir / "trainer")
     saved = read_json(Path(resume) / STATE_FILE, {}) if resume else {}
     ds.as_of = dist.broadcast(int(saved.get("as_of") or (store_snapshot(store) if dist.is_main() else 0)))
+    # the pool as crl began (kept across resumes): comparing policies on crl's starting prompts needs it, and the
+    # slots' snapshots cannot give it (each is the newest evaluation in ITS task's pool, not the store's)
+    start_snapshot = int(saved.get("start_snapshot") or ds.as_of)
     reward = SpeedupReward(tasks, store, recipe, run, str(model_dir), ds)
     from kernelrl.training.policy import describe_pool, device_scope
 
@@ -354,7 +357,8 @@ def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, pro
                 return
             ck = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if ck.exists():
-                st = {"as_of": ds.as_of, "global_step": state.global_step, "slots_built": len(ds.slots)}
+                st = {"as_of": ds.as_of, "start_snapshot": start_snapshot, "global_step": state.global_step,
+                      "slots_built": len(ds.slots)}
                 if hasattr(ds.sampler, "state_dict"):
                     st["sampler"] = ds.sampler.state_dict()
                 atomic_json(ck / STATE_FILE, st)
@@ -414,6 +418,7 @@ def train_crl(model_dir: str, tasks, store, recipe, run: str, out_dir: Path, pro
         "tokens_per_s": round(tok_total / gen_total, 1) if gen_total else None,
         "timing": {k: round(sum(ln.get(k) or 0.0 for ln in lines), 2) for k in timing},  # all steps, resumes too
         "snapshots": sorted({s["snapshot"] for s in ds.slots.values()}),
+        "start_snapshot": start_snapshot,  # the store's newest evaluation as crl began (policy:...@crl-start)
         "final_snapshot": store_snapshot(store),  # the pool as training ended: what a later policy eval draws from
         "prompts_built": len(ds.slots),
         "prompt": c.prompt, "pool": describe_pool(ds.scope), "pool_scope": dict(ds.scope),
