@@ -19,6 +19,12 @@ from kernelrl.training.common import (atomic_json, completion_text, eval_service
 log = logging.getLogger("kernelrl.training")
 
 
+def stage_seed(recipe_seed: int, stage_seed_: int) -> int:
+    """The trainer's seed (data order, LoRA init) from the recipe's seed and the stage's own ``seed`` knob: both
+    count (before 2026-11-27 the stage's knob was ignored, so sft.seed=1 and sft.seed=2 trained identically)."""
+    return int(recipe_seed) * 1000 + int(stage_seed_)
+
+
 def progress(frac: float, msg: str) -> None:
     if dist.is_main():
         print(f"KERNELRL_PROGRESS {min(max(frac, 0.0), 1.0):.3f} {msg}", flush=True)
@@ -99,7 +105,7 @@ def run_sft(ctx) -> dict[str, Any]:
     rows = with_contrastive_copies(pairs, ctx.store, tasks, r, r.sft.contrastive_copies, token_counter(base), r.seed,
                                    run=ctx.run)
     progress(0.0, f"sft on {len(pairs)} pairs ({len(rows)} examples)")
-    final = sft_train(base, rows, ctx.work_dir, r.sft, seed=r.seed, dtype=r.model.dtype,
+    final = sft_train(base, rows, ctx.work_dir, r.sft, seed=stage_seed(r.seed, r.sft.seed), dtype=r.model.dtype,
                       log_path=ctx.work_dir / "train-log.json", progress=progress, span=(0.0, 0.8))
     train_s = time.monotonic() - t0
     if not dist.is_main():
@@ -164,7 +170,8 @@ def run_selfsup(ctx) -> dict[str, Any]:
             if rows:
                 t1 = time.monotonic()
                 n_it = max(s.iterations, 1)
-                new = sft_train(state["model_dir"], rows, it_dir, s.sft, seed=r.seed + it + 1, dtype=r.model.dtype,
+                new = sft_train(state["model_dir"], rows, it_dir, s.sft, seed=stage_seed(r.seed, s.sft.seed) + it + 1,
+                                dtype=r.model.dtype,
                                 progress=progress, span=(0.9 * (it + 0.5) / n_it, 0.9 * (it + 1) / n_it),
                                 label=f"selfsup iteration {it + 1}/{s.iterations}: sft")
                 entry["train_s"] = round(time.monotonic() - t1, 2)
