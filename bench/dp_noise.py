@@ -15,8 +15,9 @@ of device type cpu (so the contrastive copies draw the same exemplars with ``eva
 ``run`` trains each run with ``python -m steps.sft`` (1 process, CUDA_VISIBLE_DEVICES=0, batch 4) or ``accelerate
 launch --num_processes 2`` (the flow's own DDP arguments, flows/gpu_launch.py; GPUs 0,1; batch 2 per process: the
 same effective batch 4), ``sft.seed`` = the seed, no policy evaluation (``sft.eval_samples_per_task=0``); it keeps
-each run's loss log. ``analyse`` compares the curves: at every logged step, the 2-process mean against the
-1-process mean +- the larger of the two seed spreads (min-max), and the final losses.
+each run's loss curve (JSON per run; the logs in logs.tgz). ``analyse`` compares the curves: at every logged
+step, the 2-process mean against the 1-process mean +- the larger of the two seed spreads (min-max),
+and the final losses.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def run_all(home: Path, seeds: list[int], out: Path, timeout_s: float) -> None:
     from flows.gpu_launch import DDP_DEFAULTS, free_port
 
     out.mkdir(parents=True, exist_ok=True)
+    logs = out / "logs"  # packed into logs.tgz at the end: the device returns at most 8 files
+    logs.mkdir(exist_ok=True)
     for run, n, seed in runs(seeds):
         sets = [f"sft.seed={seed}", "eval.device=cpu", "sft.eval_samples_per_task=0", f"sft.batch_size={4 // n}",
                 "gpus.train=[]", "gpus.evaluate=[]"]
@@ -91,10 +94,10 @@ def run_all(home: Path, seeds: list[int], out: Path, timeout_s: float) -> None:
         env = dict(os.environ, KERNELRL_HOME=str(home), CUDA_VISIBLE_DEVICES=gpus, KERNELRL_EVAL_LOCAL_WORKERS="0",
                    PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         t0 = time.monotonic()
-        with open(out / f"{run}.log", "w") as fh:
+        with open(logs / f"{run}.log", "w") as fh:
             r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=timeout_s)
         wall = round(time.monotonic() - t0, 1)
-        lines = [ln for ln in (out / f"{run}.log").read_text().splitlines() if ln.startswith("KERNELRL_MANIFEST ")]
+        lines = [ln for ln in (logs / f"{run}.log").read_text().splitlines() if ln.startswith("KERNELRL_MANIFEST ")]
         m = json.loads(lines[-1].split(" ", 1)[1]) if lines else {}
         log = home / "runs" / run / "sft" / "train-log.json"  # the trainer's log_history (rank 0's)
         hist = json.loads(log.read_text()).get("log_history", []) if log.exists() else []
@@ -104,6 +107,8 @@ def run_all(home: Path, seeds: list[int], out: Path, timeout_s: float) -> None:
         (out / f"{run}.json").write_text(json.dumps(rec, indent=1, default=str))
         print(f"{run}: rc {r.returncode}, {wall} s, last loss {(losses or [None])[-1]}", flush=True)
         shutil.rmtree(home / "runs" / run / "sft" / "final", ignore_errors=True)  # weights: not needed
+        subprocess.run(["tar", "-C", str(logs), "-czf", str(out / "logs.tgz"), "."], check=False)
+    shutil.rmtree(logs, ignore_errors=True)
 
 
 def analyse(out: Path) -> dict:

@@ -27,7 +27,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import os
 import platform
 import statistics
 import sys
