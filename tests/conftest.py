@@ -49,6 +49,7 @@ SLOW_ON_SQLITE = {"test_killed_step_resumes_from_its_checkpoint"}
 # took 9.4 min of it (durations measured there, 2026-11-27). Each is an end-to-end path whose parts have faster
 # tests in the fast suite (the stage bodies, the runner, the queue, the evaluator).
 SLOW_IN_MAKE_TEST = {
+    "tests/test_training_steps.py::test_the_sft_seed_knob_changes_the_data_order",  # 40 s: three sft steps
     "tests/test_training_steps.py::test_all_stages_end_to_end[postgres]",  # 85 s
     "tests/reliability/test_stage_kills.py::test_augment_killed_mid_evaluation_resumes[postgres]",  # 68 s
     "tests/reliability/test_secrets.py::test_planted_secrets_never_leak",  # 53 s with its Prefect server

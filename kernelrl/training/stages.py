@@ -169,9 +169,8 @@ def run_selfsup(ctx) -> dict[str, Any]:
             entry = {"iteration": it, **stats, "model_in": state["model_dir"]}
             if rows:
                 t1 = time.monotonic()
-                n_it = max(s.iterations, 1)
-                new = sft_train(state["model_dir"], rows, it_dir, s.sft, seed=stage_seed(r.seed, s.sft.seed) + it + 1,
-                                dtype=r.model.dtype,
+                n_it, seed = max(s.iterations, 1), stage_seed(r.seed, s.sft.seed) + it + 1
+                new = sft_train(state["model_dir"], rows, it_dir, s.sft, seed=seed, dtype=r.model.dtype,
                                 progress=progress, span=(0.9 * (it + 0.5) / n_it, 0.9 * (it + 1) / n_it),
                                 label=f"selfsup iteration {it + 1}/{s.iterations}: sft")
                 entry["train_s"] = round(time.monotonic() - t1, 2)
