@@ -115,3 +115,27 @@ def test_gpu_session_runs_one_lane_per_gpu_within_the_deadline_and_packs_their_o
     assert "'--device', 'cuda:0'" in logs["bench0.log"] and "'--only', '1,2'" in logs["bench0.log"]
     assert "--no-prebuild" in logs["bench0.log"]
     assert sorted(os.listdir(out)) == ["bench.tgz", "env.txt"]  # the device returns at most 8 files
+
+
+def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
+    """bench/kernelbench_summary.py (issue 32 item 3) on a made-up report: the self-pairs within 2%, their fatal
+    flags and failure causes, wall times over every evaluation, and the paper's table per baseline."""
+    from bench.kernelbench_summary import SELF, summarise
+
+    def row(key, level, speedup, success=True, flags=(), error=None, wall=10.0, first=None):
+        return {"task_key": key, "level": level, "speedup": speedup if success else 0.0, "success": success,
+                "flags": list(flags), "error": error, "evaluated": True, "wall_s": wall,
+                "timing": {"first_call_s": first} if first else {}}
+
+    me = [row("kb/L1/a", 1, 1.0), row("kb/L1/b", 1, 0.99), row("kb/L2/c", 2, 1.05),
+          row("kb/L2/d", 2, 0.0, False, ["out-of-memory"], "CUDA out of memory", wall=70.0),
+          row("kb/L3/e", 3, 0.0, False, ["timing-mismatch"], None)]
+    comp = [row(r["task_key"], r["level"], 1.5, first=20.0) for r in me[:4]] + [row("kb/L3/e", 3, 0.5)]
+    s = summarise({"sources": [{"label": SELF, "rows": me}, {"label": "torch.compile", "rows": comp}]})
+    assert s["tasks"] == 5 and s["self_within_2pct"] == 0.4  # a and b; c is 5% off; d and e failed
+    assert s["self_fatal_flags"] == 1 and list(s["self_fatal"]) == ["kb/L3/e"]
+    assert s["failures"]["memory"]["tasks"] == ["kb/L2/d"] and s["failures"]["other"]["count"] == 1
+    assert s["max_eval_wall_s"] == 70.0 and s["median_eval_wall_s"] == 10.0 and s["evaluations"] == 10
+    b = s["baselines"]["torch.compile"]
+    assert b["overall"]["n"] == 5 and b["overall"]["faster"] == 0.8 and b["first_call_s_median"] == 20.0
+    assert b["per_level"]["3"]["mean"] == 0.5

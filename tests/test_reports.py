@@ -409,3 +409,10 @@ def test_reference_baselines_are_the_reference_itself_wrapped(tmp_path):
     assert cpu.picks[0].source is None and cpu.missing == "CUDA only" and "needs a CUDA device" in cpu.notes[0]
     with pytest.raises(KernelRLError, match="unknown baseline; one of baseline:compile"):
         resolve("baseline:compile-max", [task], device_kind="cpu")
+    me = resolve("baseline:self", [task], device_kind="cpu")  # the self-pair: the reference unchanged
+    path = tmp_path / "self.py"
+    path.write_text(me.picks[0].source)
+    spec_ = importlib.util.spec_from_file_location("self_pair", path)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    assert me.label == "the reference itself" and mod.ModelNew.forward is mod.Model.forward

@@ -9,6 +9,7 @@ and ``reduce-overhead``) and captured in a CUDA graph, each scored by the evalua
 | ``baseline:compile`` | ``Model`` with its forward wrapped in ``torch.compile`` (default mode) |
 | ``baseline:compile-reduce-overhead`` | the same with ``mode="reduce-overhead"`` (inductor's own CUDA graphs) |
 | ``baseline:cuda-graph`` | ``Model`` replaying a CUDA graph captured at its first call per input shape; CUDA only |
+| ``baseline:self`` | ``Model`` itself (a subclass changing nothing): the self-pair, 1.00 expected |
 
 The CUDA-graph wrapper keeps static input buffers, copies the inputs in, replays, and returns clones of the
 outputs (a caller may keep outputs across calls).
@@ -99,12 +100,21 @@ class ModelNew(Model):
         return _kr_clone(self._kr_out)
 '''
 
+_SELF = '''
+
+# --- kernelrl reference baseline: the reference against itself (reports/reference_baselines.py): scores 1.00 when
+# the evaluator is consistent; what KernelBench-wide checks measure (issue 32)
+class ModelNew(Model):
+    pass
+'''
+
 # spec -> (variant name, wrapper template, CUDA only)
 REFERENCE_BASELINES: dict[str, tuple[str, str, bool]] = {
     "baseline:compile": ("torch.compile", _COMPILE.replace("{mode!r}", "None"), False),
     "baseline:compile-reduce-overhead": ("torch.compile reduce-overhead",
                                          _COMPILE.replace("{mode!r}", "'reduce-overhead'"), False),
     "baseline:cuda-graph": ("reference in a CUDA graph", _CUDA_GRAPH, True),
+    "baseline:self": ("the reference itself", _SELF, False),
 }
 
 

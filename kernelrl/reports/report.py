@@ -63,6 +63,7 @@ def make_row(*, source: str, task_key: str, task: str, level: int, result: dict[
         "evaluated": result is not None,
         "error": error if error is not None else r.get("error"),
         "timing": r.get("timing") or {},
+        "wall_s": r.get("wall_s"),  # the evaluation's wall time (set-up, correctness, timing), not a timed span
         # the evaluator's uncapped median ratio (diagnostic: e.g. what an unstable-timing result would have said)
         "score_raw": (r.get("timing") or {}).get("score_raw"),
     }

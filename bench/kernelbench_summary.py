@@ -1,0 +1,135 @@
+"""KernelBench-wide evaluator check and the paper's baselines (issue 32 item 3): summary.json and a per-task table
+from one ``kernelrl bench`` report over the KernelBench suite.
+
+    kernelrl bench --suite kb --source baseline:self --source baseline:compile \\
+        --source baseline:compile-reduce-overhead --source baseline:cuda-graph --device cuda --workers 0 --out r/
+    python bench/kernelbench_summary.py r/report.json --out bench/results/<date>-<kind>-kernelbench/
+
+(``kb``: a link to ``../shared/kernelbench`` ignored by git, its level folders named in the device call's carry.)
+
+``baseline:self`` is the reference against itself (``ModelNew(Model)`` changing nothing): the evaluator is
+consistent on a task when it scores it within [0.98, 1.02] with no fatal flag. Writes summary.json with ``tasks``,
+``self_within_2pct`` (share of tasks), ``self_fatal_flags`` (self-pairs with a fatal flag other than a resource
+failure: the evaluator disagreeing with itself), ``failures``
+(self-pairs not successful, by cause: memory, time, unsupported inputs, other), ``median_eval_wall_s``,
+``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the paper's overall and per-level
+statistics on the evaluator's clock, and the median compile time at the first call, reported apart) and tasks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernelrl.evaluation.flags import FATAL  # noqa: E402
+
+SELF = "the reference itself"
+# Failures of resources or set-up (counted by cause under "failures"); every other fatal flag on a self-pair is the
+# evaluator disagreeing with itself (wrong output, timing mismatch, reference slowed, ...): "self_fatal_flags"
+RESOURCE = {"timeout", "out-of-memory", "build-failed", "crashed", "evaluation-failed", "runtime-error"}
+
+
+def cause(row: dict) -> str:
+    """Why a self-pair failed, in the issue's classes."""
+    text = " ".join([str(row.get("error") or ""), *map(str, row.get("flags") or [])]).lower()
+    if "out-of-memory" in text or "out of memory" in text or "memory" in text:
+        return "memory"
+    if "timeout" in text or "time limit" in text or "timed out" in text:
+        return "time"
+    if "unsupported" in text or "dtype" in text or "input" in text and "type" in text:
+        return "unsupported inputs"
+    if not row.get("evaluated"):
+        return "not evaluated"
+    return "other: " + (str(row.get("error") or ", ".join(row.get("flags") or [])) or "incorrect")[:80]
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    i = (len(xs) - 1) * q
+    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+def stats(rows: list[dict]) -> dict:
+    """The paper's table for a set of rows: mean, median, p25/p75 of the speedups (unsuccessful = 0), the share
+    successful and the share faster."""
+    sp = [float(r["speedup"]) if r["success"] else 0.0 for r in rows]
+    n = len(sp)
+    return {"n": n, "mean": round(sum(sp) / n, 4) if n else None, "median": pct(sp, 0.5), "p25": pct(sp, 0.25),
+            "p75": pct(sp, 0.75), "success": round(sum(r["success"] for r in rows) / n, 4) if n else None,
+            "faster": round(sum(1 for x in sp if x > 1.0) / n, 4) if n else None}
+
+
+def summarise(report: dict) -> dict:
+    sources = {s["label"]: s["rows"] for s in report["sources"]}
+    if SELF not in sources:
+        raise SystemExit(f"the report has no '{SELF}' source (kernelrl bench --source baseline:self)")
+    me = sources[SELF]
+    within = [r for r in me if r["success"] and 0.98 <= float(r["speedup"]) <= 1.02]
+    fatal = [r for r in me if set(r.get("flags") or []) & (FATAL - RESOURCE)]
+    failures: dict[str, list[str]] = {}
+    for r in me:
+        if not r["success"]:
+            failures.setdefault(cause(r).split(":")[0], []).append(r["task_key"])
+    walls = [float(r["wall_s"]) for rows in sources.values() for r in rows if r.get("wall_s")]
+    baselines = {}
+    for label, rows in sources.items():
+        if label == SELF:
+            continue
+        first = [float((r.get("timing") or {}).get("first_call_s")) for r in rows
+                 if (r.get("timing") or {}).get("first_call_s") is not None]
+        baselines[label] = {"overall": stats(rows),
+                            "per_level": {str(lv): stats([r for r in rows if r["level"] == lv])
+                                          for lv in sorted({r["level"] for r in rows})},
+                            "first_call_s_median": pct(first, 0.5), "first_call_s_max": max(first, default=None)}
+    return {"tasks": len(me), "self_within_2pct": round(len(within) / len(me), 4) if me else None,
+            "self_fatal_flags": len(fatal), "self_fatal": {r["task_key"]: r.get("flags") for r in fatal},
+            "failures": {k: {"count": len(v), "tasks": v} for k, v in sorted(failures.items())},
+            "median_eval_wall_s": pct(walls, 0.5), "max_eval_wall_s": max(walls, default=None),
+            "evaluations": len(walls), "baselines": baselines,
+            "goals": {"self_within_2pct": 0.98, "self_fatal_flags": 0, "max_eval_wall_s": 60.0}}
+
+
+def tasks_md(report: dict) -> str:
+    sources = [s["label"] for s in report["sources"]]
+    by_task: dict[str, dict[str, dict]] = {}
+    for s in report["sources"]:
+        for r in s["rows"]:
+            by_task.setdefault(r["task_key"], {})[s["label"]] = r
+    lines = ["| task | " + " | ".join(sources) + " | wall s (self) |", "|---|" + "---:|" * (len(sources) + 1)]
+    for key in sorted(by_task):
+        cells = []
+        for lab in sources:
+            r = by_task[key].get(lab)
+            cells.append("-" if r is None else (f"{float(r['speedup']):.2f}" if r["success"] else
+                                                 "fail: " + cause(r)[:40]))
+        w = (by_task[key].get(SELF) or {}).get("wall_s")
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {w if w is not None else '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("report", type=Path, help="report.json of kernelrl bench over the KernelBench suite")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args()
+    report = json.loads(a.report.read_text())
+    a.out.mkdir(parents=True, exist_ok=True)
+    s = summarise(report)
+    (a.out / "summary.json").write_text(json.dumps(s, indent=1))
+    (a.out / "tasks.md").write_text(tasks_md(report))
+    print(json.dumps({k: v for k, v in s.items() if k not in ("baselines", "failures", "self_fatal")}, indent=1))
+    if s["max_eval_wall_s"] is not None:
+        print(f"wall per evaluation: median {s['median_eval_wall_s']:.1f} s, max {s['max_eval_wall_s']:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
