@@ -172,7 +172,14 @@ def task_metrics(row: dict) -> dict:
 
 
 def summarize(out_dir: Path) -> dict:
-    rows = [json.loads(line) for line in (out_dir / "rows.jsonl").read_text().splitlines() if line.strip()]
+    plain, packed = out_dir / "rows.jsonl", out_dir / "rows.jsonl.gz"  # committed results are stored gzipped
+    if plain.exists():
+        text = plain.read_text()
+    else:
+        import gzip
+
+        text = gzip.decompress(packed.read_bytes()).decode()
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     latest = {}
     for r in rows:  # a task measured twice (a rerun of a slice): the later row counts
         latest[r["task"]] = r
