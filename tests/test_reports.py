@@ -416,3 +416,20 @@ def test_reference_baselines_are_the_reference_itself_wrapped(tmp_path):
     mod = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(mod)
     assert me.label == "the reference itself" and mod.ModelNew.forward is mod.Model.forward
+
+
+def test_bench_estimate_names_where_the_kernels_go(caplog):
+    """The estimate line says the device for in-process workers and the workers' GPUs for a fleet (the GPU bench
+    stage said "on cuda:0" while its kernels went to the evaluators on GPUs 1-3)."""
+    import logging
+
+    from kernelrl.config.stages import EvalConfig
+    from kernelrl.reports.progress import BenchProgress
+
+    cfg = EvalConfig(device="cpu", budget_s=0.2, correctness_trials=2)
+    with caplog.at_level(logging.WARNING):
+        BenchProgress(3, cfg).announce()
+        BenchProgress(3, cfg, local_workers=0).announce()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bench: 3 kernels")]
+    assert lines[0].startswith("bench: 3 kernels on cpu, 0.2 s") and len(lines) == 2
+    assert lines[1].startswith("bench: 3 kernels on the evaluator workers (cpu jobs), 0.2 s")

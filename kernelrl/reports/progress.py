@@ -50,8 +50,9 @@ class BenchProgress:
     and has the partial report rewritten (``write_partial(done)``, ``done`` the results so far by pick id)."""
 
     def __init__(self, total: int, cfg, *, write_partial: Callable[[dict[int, Any]], None] | None = None,
-                 log_fn: Callable | None = None, max_minutes: float | None = None):
+                 log_fn: Callable | None = None, max_minutes: float | None = None, local_workers: int = 1):
         self.total = total
+        self.local_workers = local_workers  # 0: the kernels go to `kernelrl worker` processes (an evaluator fleet)
         self.cfg = cfg
         self.write_partial = write_partial
         self.log_fn = log_fn
@@ -64,6 +65,7 @@ class BenchProgress:
         from kernelrl.evaluation.service import resolve_device
 
         device = resolve_device(self.cfg.device)  # 'auto': what the scorer's service will use
+        where = device if self.local_workers > 0 else f"the evaluator workers ({device.split(':')[0]} jobs)"
         each = per_kernel_estimate_s(self.cfg.budget_s, self.cfg.correctness_trials, device)
         total = each * self.total
         cap = (f"; --max-minutes {self.max_minutes:g} stops it sooner" if self.max_minutes and
@@ -71,7 +73,7 @@ class BenchProgress:
         log.warning("bench: %d kernels on %s, %g s of timing and %d correctness inputs each: roughly %s per kernel, "
                     "about %s in all%s (fewer with --budget-s, --correctness-trials, --levels, --tasks, "
                     "--task-limit or --max-minutes); the report is written as kernels finish",
-                    self.total, device, self.cfg.budget_s, self.cfg.correctness_trials, duration(each),
+                    self.total, where, self.cfg.budget_s, self.cfg.correctness_trials, duration(each),
                     duration(total), cap)
 
     def __call__(self, n_done: int, total: int, pick, res) -> None:

@@ -229,7 +229,8 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
         # an estimate first, then each kernel with the time left; the report so far is rewritten as kernels finish
         tracker = BenchProgress(len({(p.task.key, source_hash(p.source)) for p in picks if p.source}), cfg,
                                 log_fn=progress or _log_progress, max_minutes=opts.max_minutes,
-                                write_partial=lambda done: _write_partial(opts, resolved, tasks, cfg, done))
+                                write_partial=lambda done: _write_partial(opts, resolved, tasks, cfg, done),
+                                local_workers=opts.local_workers)
         tracker.announce()
         with Scorer(store, cfg, local_workers=opts.local_workers, run_name=opts.run_name,
                     reuse="same-settings" if opts.resume and opts.reuse_scores else False) as scorer:
