@@ -28,7 +28,6 @@ import datetime as dt
 import json
 import math
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -36,18 +35,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.smoke_learning import T975, learning_stats  # noqa: E402  (the same statistics as the CPU check)
+from bench.smoke_learning import learning_stats, t_interval  # noqa: E402  (the same statistics as the CPU check)
 
 POLICIES = ("selfsup", "crl")
 FORMATS = ("contrastive", "augment")
-
-
-def t_interval(xs: list[float]) -> list[float]:
-    """Mean with its 95% t-interval (the half-width is infinite for one value)."""
-    n = len(xs)
-    m = sum(xs) / n if n else float("nan")
-    half = T975.get(n - 1, 1.96) * statistics.stdev(xs) / math.sqrt(n) if n > 1 else float("inf")
-    return [m, m - half, m + half]
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
@@ -79,12 +70,10 @@ def analyse(per_seed: dict[str, dict[str, dict[str, dict[str, list[float]]]]]) -
         st = learning_stats(seeds)
         pol = {}
         for p in POLICIES:
-            succ = [sum(x > 0 for xs in d[fmt][p].values() for x in xs) / max(1, sum(map(len, d[fmt][p].values())))
-                    for d in per_seed.values()]
-            rew = [sum(x for xs in d[fmt][p].values() for x in xs) / max(1, sum(map(len, d[fmt][p].values())))
-                   for d in per_seed.values()]
-            k = sum(x > 0 for d in per_seed.values() for xs in d[fmt][p].values() for x in xs)
-            n = sum(len(xs) for d in per_seed.values() for xs in d[fmt][p].values())
+            flat = [[x for xs in d[fmt][p].values() for x in xs] for d in per_seed.values()]  # one list per seed
+            succ = [sum(x > 0 for x in f) / max(1, len(f)) for f in flat]
+            rew = [sum(f) / max(1, len(f)) for f in flat]
+            k, n = sum(x > 0 for f in flat for x in f), sum(map(len, flat))
             pol[p] = {"success_rate_per_seed": succ, "success_rate": t_interval(succ),
                       "success_pooled": [k, n, *wilson(k, n)], "mean_reward_per_seed": rew,
                       "mean_reward": t_interval(rew)}

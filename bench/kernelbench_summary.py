@@ -12,8 +12,9 @@ consistent on a task when it scores it within [0.98, 1.02] with no fatal flag. W
 ``self_within_2pct`` (share of tasks), ``self_fatal_flags`` (self-pairs with a fatal flag other than a resource
 failure: the evaluator disagreeing with itself), ``failures``
 (self-pairs not successful, by cause: memory, time, unsupported inputs, other), ``median_eval_wall_s``,
-``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the paper's overall and per-level
-statistics on the evaluator's clock, and the median compile time at the first call, reported apart) and tasks.md.
+``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the report's own tables,
+``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, and the median compile time
+at the first call, reported apart) and tasks.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernelrl.evaluation.flags import FATAL  # noqa: E402
+from kernelrl.reports.stats import percentile, summarize_rows  # noqa: E402  (the report's own tables)
 
 SELF = "the reference itself"
 # Failures of resources or set-up (counted by cause under "failures"); every other fatal flag on a self-pair is the
@@ -48,25 +50,6 @@ def cause(row: dict) -> str:
     return "other: " + (str(row.get("error") or ", ".join(row.get("flags") or [])) or "incorrect")[:80]
 
 
-def pct(xs: list[float], q: float) -> float | None:
-    if not xs:
-        return None
-    xs = sorted(xs)
-    i = (len(xs) - 1) * q
-    lo, hi = int(i), min(int(i) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
-
-
-def stats(rows: list[dict]) -> dict:
-    """The paper's table for a set of rows: mean, median, p25/p75 of the speedups (unsuccessful = 0), the share
-    successful and the share faster."""
-    sp = [float(r["speedup"]) if r["success"] else 0.0 for r in rows]
-    n = len(sp)
-    return {"n": n, "mean": round(sum(sp) / n, 4) if n else None, "median": pct(sp, 0.5), "p25": pct(sp, 0.25),
-            "p75": pct(sp, 0.75), "success": round(sum(r["success"] for r in rows) / n, 4) if n else None,
-            "faster": round(sum(1 for x in sp if x > 1.0) / n, 4) if n else None}
-
-
 def summarise(report: dict) -> dict:
     sources = {s["label"]: s["rows"] for s in report["sources"]}
     if SELF not in sources:
@@ -85,14 +68,14 @@ def summarise(report: dict) -> dict:
             continue
         first = [float((r.get("timing") or {}).get("first_call_s")) for r in rows
                  if (r.get("timing") or {}).get("first_call_s") is not None]
-        baselines[label] = {"overall": stats(rows),
-                            "per_level": {str(lv): stats([r for r in rows if r["level"] == lv])
-                                          for lv in sorted({r["level"] for r in rows})},
-                            "first_call_s_median": pct(first, 0.5), "first_call_s_max": max(first, default=None)}
+        baselines[label] = {"tables": {g: t.to_dict() for g, t in summarize_rows(rows).items()},
+                            "first_call_s_median": percentile(first, 0.5) if first else None,
+                            "first_call_s_max": max(first, default=None)}
     return {"tasks": len(me), "self_within_2pct": round(len(within) / len(me), 4) if me else None,
             "self_fatal_flags": len(fatal), "self_fatal": {r["task_key"]: r.get("flags") for r in fatal},
             "failures": {k: {"count": len(v), "tasks": v} for k, v in sorted(failures.items())},
-            "median_eval_wall_s": pct(walls, 0.5), "max_eval_wall_s": max(walls, default=None),
+            "median_eval_wall_s": percentile(walls, 0.5) if walls else None,
+            "max_eval_wall_s": max(walls, default=None),
             "evaluations": len(walls), "baselines": baselines,
             "goals": {"self_within_2pct": 0.98, "self_fatal_flags": 0, "max_eval_wall_s": 60.0}}
 

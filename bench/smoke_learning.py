@@ -52,6 +52,14 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 
 
 # -- statistics (pure; tests/test_bench_scripts.py checks them on made-up data) -------------------------------------
+def t_interval(xs: list[float]) -> list[float]:
+    """[mean, low, high]: the mean with its 95% t-interval (infinitely wide for one value)."""
+    n = len(xs)
+    m = sum(xs) / n if n else float("nan")
+    half = T975.get(n - 1, 1.96) * statistics.stdev(xs) / math.sqrt(n) if n > 1 else float("inf")
+    return [m, m - half, m + half]
+
+
 def task_scores(per_task: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
     """{task: {policy: [speedups, 0 = unsuccessful]}} -> {task: {policy: mean of speedup / task max}}."""
     out = {}
@@ -74,17 +82,16 @@ def learning_stats(seeds: dict[str, dict[str, dict[str, list[float]]]]) -> dict:
     effects = {s: seed_effect(sc) for s, sc in scores.items()}
     base = {s: sum(v["selfsup"] for v in sc.values()) / len(sc) for s, sc in scores.items()}
     n = len(effects)
-    mean = sum(effects.values()) / n
+    mean, lo, hi = t_interval(list(effects.values()))
     sd = statistics.stdev(effects.values()) if n > 1 else float("inf")
-    half = T975.get(n - 1, 1.96) * sd / math.sqrt(n) if n > 1 else float("inf")
     noise = statistics.stdev(base.values()) if n > 1 else float("inf")
     tasks = sorted({t for sc in scores.values() for t in sc})
     loo = {t: sum(seed_effect(sc, drop=t) for sc in scores.values()) / n for t in tasks}
-    claims = {"interval_excludes_zero": mean - half > 0,
+    claims = {"interval_excludes_zero": lo > 0,
               "effect_at_least_2x_seed_noise": mean > 0 and mean >= 2 * noise,
               "holds_without_any_single_task": min(loo.values(), default=0.0) > 0}
-    return {"scores": scores, "effects": effects, "mean_effect": mean, "sd_effect": sd, "ci95": [mean - half,
-            mean + half], "selfsup_score": base, "seed_noise_sd": noise,
+    return {"scores": scores, "effects": effects, "mean_effect": mean, "sd_effect": sd, "ci95": [lo, hi],
+            "selfsup_score": base, "seed_noise_sd": noise,
             "effect_over_noise": mean / noise if noise and math.isfinite(noise) else None,
             "leave_one_task_out": loo, "claims": claims}
 

@@ -137,5 +137,5 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     assert s["failures"]["memory"]["tasks"] == ["kb/L2/d"] and s["failures"]["other"]["count"] == 1
     assert s["max_eval_wall_s"] == 70.0 and s["median_eval_wall_s"] == 10.0 and s["evaluations"] == 10
     b = s["baselines"]["torch.compile"]
-    assert b["overall"]["n"] == 5 and b["overall"]["faster"] == 0.8 and b["first_call_s_median"] == 20.0
-    assert b["per_level"]["3"]["mean"] == 0.5
+    assert b["tables"]["all"]["n"] == 5 and b["tables"]["all"]["faster"] == 4 and b["first_call_s_median"] == 20.0
+    assert b["tables"]["L3"]["mean"] == 0.5

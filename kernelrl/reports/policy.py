@@ -96,26 +96,29 @@ def checkpoint_dir(record: dict[str, Any], run: str, stage: str, settings=None) 
     return dest
 
 
+def _metrics(record: dict[str, Any]) -> dict[str, Any]:
+    return (record.get("manifest") or {}).get("metrics") or {}
+
+
 def _stage_snapshot(record: dict[str, Any]) -> int | None:
     """The exemplar snapshot the stage ended at, so contrastive prompts see that pool: crl records it, and so does
     a stage evaluated in the contrastive format; otherwise None (the pool as it is now)."""
-    m = (record.get("manifest") or {}).get("metrics") or {}
+    m = _metrics(record)
     snap = (m.get("training") or {}).get("final_snapshot") or (m.get("provenance") or {}).get("as_of")
     return int(snap) if snap else None
 
 
 def pool_as_of(spec: str | int | None, store, run: str) -> int | None:
     """``--policy-as-of``: None (each stage's own end), an evaluation id, or ``crl-start`` (the pool as the run's
-    crl began: the first snapshot its prompts drew from, so the sft/selfsup and crl policies can be sampled on
-    identical contrastive prompts that none of crl's own kernels shaped)."""
+    crl began: its recorded ``start_snapshot``, so the sft/selfsup and crl policies can be sampled on identical
+    contrastive prompts that none of crl's own kernels shaped)."""
     if spec is None or spec == "":
         return None
     if isinstance(spec, int) or str(spec).isdigit():
         return int(spec)
     if str(spec) != "crl-start":
         raise KernelRLError(f"--policy-as-of {spec!r}: expected an evaluation id or crl-start")
-    rec = store.stage_record(run, "crl") or {}
-    start = (((rec.get("manifest") or {}).get("metrics") or {}).get("training") or {}).get("start_snapshot")
+    start = (_metrics(store.stage_record(run, "crl") or {}).get("training") or {}).get("start_snapshot")
     if not start:
         raise KernelRLError(f"--policy-as-of crl-start: run {run!r} has no crl stage that recorded its start "
                             "snapshot (crl of kernelrl 2026-11-27 or later); give an evaluation id instead")
