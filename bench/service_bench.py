@@ -264,7 +264,9 @@ def markdown(report: dict) -> str:
                      f"{', '.join(str(v) for v in p['per_worker_jobs'].values())} |")
     if report.get("scaling") is not None:
         target = report.get("scaling_target", 1.8)
-        how = " (both phases at once, on disjoint GPUs)" if report["settings"].get("concurrent") else ""
+        how = (" (both phases at once, on disjoint GPUs)" if report["settings"].get("concurrent") else
+               " (the two phases in separate runs of the same batch, joined by --combine)"
+               if report["settings"].get("separate_runs") else "")
         lines += ["", f"**Scaling: {report['scaling']}x** with {report['phases'][-1]['workers']} workers against 1"
                   f"{how} (target >= {target}x: 0.9x per worker): "
                   f"{'met' if report['scaling'] >= target else 'NOT met'}"]
@@ -292,6 +294,49 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+class _Done(Exception):
+    """--only-single: the run ends after its one phase."""
+
+
+def add_scaling(report: dict) -> None:
+    """The scaling keys from a report's [single, multi] phases (the issue's target: >= 0.9x per GPU added)."""
+    p1, pn = report["phases"]
+    if p1["jobs_per_hour"] and pn["jobs_per_hour"]:
+        report["scaling"] = round(pn["jobs_per_hour"] / p1["jobs_per_hour"], 3)
+        report["scaling_per_worker"] = round(report["scaling"] / pn["workers"], 3)
+        report["scaling_target"] = round(0.9 * pn["workers"], 2)
+        report.update(same_jobs(p1, pn))
+
+
+def combine(single_json: str, multi_json: str, out: str | None) -> int:
+    """One report from two runs of the same batch: the single phase of one, the multi phase (and the forced
+    re-verification) of the other. Refused (exit 2) when the batches or the evaluation settings differ."""
+    a, b = (json.loads(Path(f).read_text()) for f in (single_json, multi_json))
+    pa = [p for p in a["phases"] if p["phase"] == "single"]
+    pb = [p for p in b["phases"] if p["phase"] == "multi"]
+    keys = ("budget_s", "correctness_trials", "reverify", "reverify_above", "max_extension_seeds")
+    why = ("the first report has no single phase" if not pa else "the second report has no multi phase" if not pb
+           else "the batches differ" if a["candidates"] != b["candidates"]
+           else "the settings differ" if any(a["settings"].get(k) != b["settings"].get(k) for k in keys) else None)
+    if why:
+        print(f"--combine refused: {why}", file=sys.stderr)
+        return 2
+    report = dict(b, phases=[pa[0], pb[0]], date=a["date"], devices=[*a["devices"][:1], *b["devices"]],
+                  device_names=[*a["device_names"][:1], *b["device_names"]],
+                  command=f"{a['command']}  +  {b['command']}  (joined by --combine)",
+                  settings=dict(b["settings"], separate_runs=True, concurrent=False),
+                  runs=[{k: r.get(k) for k in ("date", "host", "command", "devices", "warmup")} for r in (a, b)])
+    report.pop("scaling", None)
+    report.pop("same_jobs", None)
+    add_scaling(report)
+    report["markdown"] = markdown(report)
+    print(report["markdown"])
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="0,1", help="Comma list of CUDA indices, or 'cpu' (with --cpu-workers).")
@@ -306,6 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reverify-wait-s", type=float, default=600.0,
                     help="How long a re-verification is kept off the measuring worker's GPU.")
     ap.add_argument("--skip-single", action="store_true", help="Only the N-worker phase (no scaling figure).")
+    ap.add_argument("--only-single", action="store_true",
+                    help="Only the 1-worker phase, on the first GPU, with the whole time limit: on a machine whose "
+                    "other GPUs are busy (a pipeline run), the slow phase can take its 10+ minutes there; a later "
+                    "--skip-single run times the same batch on N GPUs and --combine joins the two.")
+    ap.add_argument("--combine", nargs=2, metavar=("SINGLE_JSON", "MULTI_JSON"), default=None,
+                    help="Join an --only-single report and a --skip-single report of the same batch into one with "
+                    "the scaling (refused when their batches or settings differ); writes --out.")
     ap.add_argument("--reverify", action="store_true",
                     help="Re-measure speedups above reverify_above as a training run does (issue 30's fleet run): in "
                     "the single phase its one worker re-measures in fresh processes at once, in the multi phase "
@@ -326,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                     "throughput of the jobs that finished, marked partial. Split: 60%% single, the rest multi.")
     ap.add_argument("--out", default=None, help="Write the JSON report here.")
     a = ap.parse_args(argv)
+    if a.combine:
+        return combine(*a.combine, out=a.out)
 
     cpu = a.gpus == "cpu"
     devices = ["cpu"] * a.cpu_workers if cpu else [f"cuda:{int(g)}" for g in a.gpus.split(",")]
@@ -374,22 +428,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"phase single: {p1}\nphase multi: {pn}", file=sys.stderr)
         else:
             if not a.skip_single:
-                p1, single = run_phase("single", devices[:1], cands, cfg, work, a.store, (left() - reserve) * 0.6,
-                                       single_wait)
+                share = 1.0 if a.only_single else 0.6
+                p1, single = run_phase("single", devices[:1], cands, cfg, work, a.store,
+                                       (left() - (0 if a.only_single else reserve)) * share, single_wait)
                 report["phases"].append(p1)
                 print(f"phase single: {p1}", file=sys.stderr)
+            if a.only_single:
+                report["reverify"] = {"ran": False, "why": "--only-single: no second GPU in this run"}
+                raise _Done
             pn, multi = run_phase("multi", devices, cands, cfg, work, a.store, left() - reserve,
                                   a.reverify_wait_s, keep_up=True)
             report["phases"].append(pn)
             print(f"phase multi: {pn}", file=sys.stderr)
-        if len(report["phases"]) == 2 and report["phases"][0]["jobs_per_hour"] and pn["jobs_per_hour"]:
-            report["scaling"] = round(pn["jobs_per_hour"] / report["phases"][0]["jobs_per_hour"], 3)
-            # the issue's target: >= 0.9x per GPU added (2.7x for 3 evaluator GPUs, 1.8x for 2)
-            report["scaling_per_worker"] = round(report["scaling"] / pn["workers"], 3)
-            report["scaling_target"] = round(0.9 * pn["workers"], 2)
-            report.update(same_jobs(report["phases"][0], pn))
+        if len(report["phases"]) == 2:
+            add_scaling(report)
         report["reverify"] = reverify_demo(multi, cands, cfg, max(30.0, left() - 15),
                                            earlier=single["results"] if single else None)
+    except _Done:
+        pass
     except TimeoutError as e:
         report["error"] = str(e)
         rc = 1

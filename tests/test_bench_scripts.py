@@ -139,3 +139,40 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     b = s["baselines"]["torch.compile"]
     assert b["tables"]["all"]["n"] == 5 and b["tables"]["all"]["faster"] == 4 and b["first_call_s_median"] == 20.0
     assert b["tables"]["L3"]["mean"] == 0.5
+
+
+def _phase(name: str, workers: int, service: list, rate: float) -> dict:
+    return {"phase": name, "workers": workers, "devices": [f"cuda:{i}" for i in range(workers)], "jobs": len(service),
+            "finished": sum(s is not None for s in service), "service_s": service, "reverified": [],
+            "reverified_on_other_gpu": 0, "partial": None in service, "wall_s": 1.0, "span_s": 1.0,
+            "jobs_per_hour": rate, "per_worker_jobs": {"w": 1}, "success": 1, "failed_jobs": 0}
+
+
+def test_service_bench_joins_a_single_and_a_multi_run_of_the_same_batch_and_refuses_different_batches(tmp_path):
+    """The fleet benchmark's two phases may run in separate device calls (the 1-GPU phase beside a pipeline run):
+    --combine takes the single phase of one report and the multi phase of the other, with the scaling keys."""
+    import json
+
+    from bench.service_bench import combine
+
+    settings = {"budget_s": 0.5, "correctness_trials": 5, "reverify": True, "reverify_above": 3.0,
+                "max_extension_seeds": 3, "concurrent": False}
+    base = {"date": "d", "host": "h", "n_candidates": 3, "n_tasks": 2, "warm": True, "settings": settings,
+            "candidates": ["a/x", "b/y", "a/z"], "warmup": {"ok": 1, "candidates_with_builds": 1, "seconds": 2.0}}
+    single = dict(base, command="--only-single", devices=["cuda:3"], device_names=["H"],
+                  phases=[_phase("single", 1, [2.0, 4.0, 3.0], 100.0)], reverify={"ran": False, "why": "-"})
+    multi = dict(base, command="--skip-single", devices=["cuda:1", "cuda:2", "cuda:3"], device_names=["H"] * 3,
+                 phases=[_phase("multi", 3, [2.2, 4.4, 3.3], 290.0)], reverify={"ran": False, "why": "-"})
+    (tmp_path / "s.json").write_text(json.dumps(single))
+    (tmp_path / "m.json").write_text(json.dumps(multi))
+    out = tmp_path / "fleet.json"
+    assert combine(str(tmp_path / "s.json"), str(tmp_path / "m.json"), str(out)) == 0
+    r = json.loads(out.read_text())
+    assert [p["phase"] for p in r["phases"]] == ["single", "multi"]
+    assert r["scaling"] == 2.9 and r["scaling_target"] == 2.7 and r["settings"]["separate_runs"] is True
+    assert r["same_jobs"]["jobs"] == 3 and r["same_jobs"]["scaling_same_jobs"] == round(3 * 3.0 / 3.3, 3)
+    assert "separate runs" in r["markdown"] and "**Scaling: 2.9x**" in r["markdown"]
+    # the reports' order matters, and so do their batches
+    assert combine(str(tmp_path / "m.json"), str(tmp_path / "s.json"), None) == 2
+    (tmp_path / "m.json").write_text(json.dumps(dict(multi, candidates=["a/x", "b/y", "b/w"])))
+    assert combine(str(tmp_path / "s.json"), str(tmp_path / "m.json"), None) == 2
