@@ -75,7 +75,7 @@ def build_store(home: Path, seeds: list[int]) -> dict:
     return picked
 
 
-def run_all(home: Path, seeds: list[int], out: Path, timeout_s: float) -> None:
+def run_all(home: Path, seeds: list[int], out: Path, timeout_s: float, gpus: str = "0,1") -> None:
     from flows.gpu_launch import DDP_DEFAULTS, free_port
 
     out.mkdir(parents=True, exist_ok=True)
@@ -86,12 +86,12 @@ def run_all(home: Path, seeds: list[int], out: Path, timeout_s: float) -> None:
                 "gpus.train=[]", "gpus.evaluate=[]"]
         step = ["-m", "steps.sft", "--recipe", RECIPE, "--run", run, *[a for s in sets for a in ("--set", s)]]
         if n == 1:
-            cmd, gpus = [sys.executable, *step], "0"
+            cmd, visible = [sys.executable, *step], gpus.split(",")[0]
         else:
             cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--main_process_port",
                    str(free_port()), *DDP_DEFAULTS, *step]
-            gpus = "0,1"
-        env = dict(os.environ, KERNELRL_HOME=str(home), CUDA_VISIBLE_DEVICES=gpus, KERNELRL_EVAL_LOCAL_WORKERS="0",
+            visible = gpus
+        env = dict(os.environ, KERNELRL_HOME=str(home), CUDA_VISIBLE_DEVICES=visible, KERNELRL_EVAL_LOCAL_WORKERS="0",
                    PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         t0 = time.monotonic()
         with open(logs / f"{run}.log", "w") as fh:
@@ -144,12 +144,15 @@ def main() -> int:
     ap.add_argument("--seeds", default="1,2,3", help="sft seeds; each is trained with 1 and with 2 processes.")
     ap.add_argument("--out", default="dp-noise", help="Where the runs' logs and loss curves go (run, analyse).")
     ap.add_argument("--timeout-s", type=float, default=240, help="Per training run.")
+    ap.add_argument("--gpus", default="0,1", help="Two GPU indices (run): 1-process runs on the first, 2-process "
+                    "runs on both; other indices let it share a host with a pipeline run (its policy GPU is idle "
+                    "while augment runs).")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     if args.what == "store":
         print(json.dumps(build_store(Path(args.home).resolve(), seeds), indent=1))
     elif args.what == "run":
-        run_all(Path(args.home).resolve(), seeds, Path(args.out), args.timeout_s)
+        run_all(Path(args.home).resolve(), seeds, Path(args.out), args.timeout_s, args.gpus)
         print(json.dumps({k: v for k, v in analyse(Path(args.out)).items() if k != "rows"}, indent=1))
     else:
         r = analyse(Path(args.out))
