@@ -13,8 +13,9 @@ of device type cpu (so the contrastive copies draw the same exemplars with ``eva
 (processes, seed), each with the same candidates, so every sft starts fresh.
 
 ``run`` trains each run with ``python -m steps.sft`` (1 process, CUDA_VISIBLE_DEVICES=0, batch 4) or ``accelerate
-launch --num_processes 2`` (the flow's own DDP arguments, flows/gpu_launch.py; GPUs 0,1; batch 2 per process: the
-same effective batch 4), ``sft.seed`` = the seed, no policy evaluation (``sft.eval_samples_per_task=0``); it keeps
+launch --num_processes 2`` (the flow's own DDP arguments, flows/gpu_launch.py; GPUs 0,1; sft.batch_size 4 is the
+step's batch, 2 per process since the fix after the H100 x4 run: sft.data_parallel_rows), ``sft.seed`` = the
+seed, no policy evaluation (``sft.eval_samples_per_task=0``); it keeps
 each run's loss curve (JSON per run; the logs in logs.tgz). ``analyse`` compares the curves: at every logged
 step, the 2-process mean against the 1-process mean +- the larger of the two seed spreads (min-max),
 and the final losses.
@@ -82,7 +83,7 @@ def run_all(home: Path, seeds: list[int], out: Path, timeout_s: float, gpus: str
     logs = out / "logs"  # packed into logs.tgz at the end: the device returns at most 8 files
     logs.mkdir(exist_ok=True)
     for run, n, seed in runs(seeds):
-        sets = [f"sft.seed={seed}", "eval.device=cpu", "sft.eval_samples_per_task=0", f"sft.batch_size={4 // n}",
+        sets = [f"sft.seed={seed}", "eval.device=cpu", "sft.eval_samples_per_task=0", "sft.batch_size=4",
                 "gpus.train=[]", "gpus.evaluate=[]"]
         step = ["-m", "steps.sft", "--recipe", RECIPE, "--run", run, *[a for s in sets for a in ("--set", s)]]
         if n == 1:

@@ -32,5 +32,9 @@ __version__ = "0.1.0"
 # drift explains the drop (stats.reverify_verdict); such results, 0 (reverify-mismatch) before, keep the lower of
 # the two; and a candidate whose source names a JIT compiler (torch.compile, Triton, TorchScript) gets
 # compile_timeout_s for its first call (timing.first_call_s), where it timed out at the run limit before. Timing
-# itself is as in version 11.
-EVALUATOR_VERSION = "kernelrl-eval-12"
+# itself is as in version 11. Version 13: the reference's clock does not depend on the candidate (issue 32): it
+# keeps replaying its CUDA graphs when the candidate cannot be captured (the candidate is timed eagerly against
+# it; before, both went eager and a capture refuser was paid the reference's launch overhead), and it is timed
+# eagerly when its replays were slower than its eager calls (calibrate.capture_candidate). Scores change only
+# for candidates that cannot be captured and for references whose replays are the slower clock.
+EVALUATOR_VERSION = "kernelrl-eval-13"

@@ -317,3 +317,48 @@ def test_the_sft_seed_knob_changes_the_data_order(tmp_path, tiny_path):
         curves[run] = [h["loss"] for h in log if "loss" in h]
     assert len(curves["seed-a"]) >= 2
     assert curves["seed-a"] == curves["seed-c"] and curves["seed-a"] != curves["seed-b"]
+
+
+def test_data_parallel_rows_split_the_step_batch_and_fill_only_a_last_batch_smaller_than_the_world():
+    from kernelrl.errors import KernelRLError
+    from kernelrl.training.sft import data_parallel_rows
+
+    rows = [{"i": i} for i in range(15)]
+    assert data_parallel_rows(rows, 4, 1, 0) == (rows, {})  # one process: nothing changes
+    out, extra = data_parallel_rows(rows, 4, 2, 0)  # 15 = 3 x 4 + 3: the last batch splits 2 + 1
+    assert out == rows and extra == {"accelerator_config": {"split_batches": True, "even_batches": False}}
+    out, _ = data_parallel_rows(rows[:13], 4, 2, 0)  # 13 = 3 x 4 + 1: one process would get no example
+    assert len(out) == 14 and out[:13] == rows[:13] and out[13] in rows[:13]
+    with pytest.raises(KernelRLError, match="multiple of 2"):
+        data_parallel_rows(rows, 3, 2, 0)
+
+
+@pytest.mark.slow
+def test_two_sft_processes_take_the_steps_of_one(tmp_path, tiny_path):
+    """Two data-parallel sft processes (torchrun, gloo on CPU: the code path accelerate takes on GPUs) take the same
+    optimizer steps as one process: same step count, same loss at every logged step (float noise aside). Before
+    the fix, sft.batch_size was per process (2 processes: half the steps) and the uneven last batch of every epoch
+    was filled from the epoch's start (2 processes ran ahead of 1: bench/results/2026-11-27-h100x4-dp-noise)."""
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    from kernelrl.store import Store
+
+    Store(store_url).upgrade()
+    wrapper = tmp_path / "sft_argv_from_env.py"  # torchrun's own options would swallow steps.sft's --run
+    wrapper.write_text("import os, runpy, shlex, sys\nsys.argv = ['steps.sft', *shlex.split(os.environ['SFT_ARGV'])]\n"
+                       "runpy.run_module('steps.sft', run_name='__main__', alter_sys=True)\n")
+    curves = {}
+    for run, n in (("dp-one", 1), ("dp-two", 2)):
+        _seed_upstream(store_url, run, tiny_path)
+        home = tmp_path / f"home-{run}"
+        argv = _args("sft", run, tiny_path, ["sft.eval_samples_per_task=0", "sft.batch_size=2", "sft.epochs=6",
+                                            "sft.save_steps=3", "sft.contrastive_copies=1"])[3:]
+        cmd = ([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                str(29600 + os.getpid() % 300), str(wrapper)] if n == 2 else [sys.executable, str(wrapper)])
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=400,
+                           env={**_env(home, store_url), "SFT_ARGV": " ".join(argv)})
+        assert r.returncode == 0, f"{run}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+        log = json.loads((home / "runs" / run / "sft" / "train-log.json").read_text())["log_history"]
+        curves[run] = [(h["step"], h["loss"]) for h in log if "loss" in h]
+    one, two = curves["dp-one"], curves["dp-two"]
+    assert len(one) >= 2 and [s for s, _ in one] == [s for s, _ in two], (one, two)
+    assert all(abs(a - b) <= 0.01 * a for (_, a), (_, b) in zip(one, two)), (one, two)

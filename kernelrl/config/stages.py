@@ -179,7 +179,8 @@ class PolicyEvalKnobs:
 class SFTConfig(PolicyEvalKnobs):
     epochs: float = knob(3.0, help="Passes over the successful snippets.")
     learning_rate: float = knob(2e-5, help="AdamW learning rate.")
-    batch_size: int = knob(4, help="Per-device batch size.")
+    batch_size: int = knob(4, help="Examples per (micro-)step, split over the training processes (gpus.train): "
+                           "1 and N processes take the same steps (a multiple of N).")
     grad_accum: int = knob(1, help="Gradient accumulation steps.")
     max_length: int = knob(4096, help="Max tokens of prompt + completion; longer examples are dropped, not cut.")
     lora: bool = knob(True, help="Train LoRA adapters (peft) instead of all weights.")

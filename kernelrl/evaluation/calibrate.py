@@ -192,12 +192,27 @@ def _capture_reference(s: Session, cal: Calibration) -> None:
     s.graphs.update({"used": False, "ref_capture_s": round(float(h.get("capture_s") or 0.0), 4),
                      "ref_eager_ms": round(cal.ref_dev_baseline_eager * 1e3, 6),
                      "ref_graph_ms": round(cal.ref_dev_baseline * 1e3, 6)})
+    if cal.ref_dev_baseline > cal.ref_dev_baseline_eager:
+        # Version 13: the reference is timed on the better of its two clocks, whatever the candidate does. Its
+        # replays were slower than its eager calls (graph memory traffic, a replay's fixed cost on a GPU-bound
+        # model), so both sides stay eager: a candidate is never paid for the reference's worse clock.
+        s.replay["ref"] = False
+        cal.ref_dev_baseline = cal.ref_dev_baseline_eager
+        cal.k = k_eager
+        s.graphs.pop("k_eager", None)
+        s.queue["go"]["ref"].clear()
+        s.queue["stage"]["ref"].clear()
+        s.graphs["why"] = "reference: eager calls faster than graph replay"
 
 
 def capture_candidate(s: Session, cal: Calibration) -> None:
     """EvalConfig.cuda_graphs, after the candidate's correctness trials: it captures its graphs over the same k
-    and spans. Both sides replay when it could; when it could not, both are timed eagerly (its choice costs it
-    nothing but the graphs' steadier clock) and the reference's baseline goes back to its eager one."""
+    and spans, and both sides replay when it could. When it could not, the candidate is timed eagerly and the
+    reference keeps replaying (version 13), re-captured for the eager k: the reference's clock does not depend on
+    the candidate, so a candidate that refuses capture (a sync in forward, its own graph around a cuDNN RNN) is
+    not paid the launch overhead the reference pays eagerly; it pays its own (issue 32: an honest LSTM wrapped in
+    its own graph scored 2.6-3.3x against an eager reference, 1.0x against a replayed one). Only when the
+    re-capture fails are both sides eager, as before version 13, and ``timing.graphs.why`` says so."""
     if not s.replay["ref"]:
         return
     # recording costs about what running does on the host, plus two eager warm-up calls
@@ -208,13 +223,33 @@ def capture_candidate(s: Session, cal: Calibration) -> None:
         s.queue["stage"]["cand"].clear()
         s.graphs.update(used=True, cand_capture_s=round(float(h.get("capture_s") or 0.0), 4))
         return
+    why = f"candidate: {str(h.get('why', 'not captured'))[:300]}"
+    if _reference_replays_alone(s, cal):
+        s.graphs.update(used=False, ref_only=True, why=why)
+        return
     s.replay["ref"] = False
     cal.ref_dev_baseline = cal.ref_dev_baseline_eager
     cal.k = min(cal.k, cal.k_held_cap)  # eager spans: the k the launch queue allows (graph_span_ms raised it)
     s.graphs.pop("k_eager", None)
     s.queue["go"]["ref"].clear()
     s.queue["stage"]["ref"].clear()
-    s.graphs.update(used=False, why=f"candidate: {str(h.get('why', 'not captured'))[:300]}")
+    s.graphs.update(used=False, why=why + "; the reference's re-capture failed too: both eager")
+
+
+def _reference_replays_alone(s: Session, cal: Calibration) -> bool:
+    """The candidate stays eager: its spans must hold no more calls than the launch queue allows behind a hold
+    (k_held_cap; graph_span_ms raised k for replays only), so the reference captures again for that k when it
+    differs. Its per-call replay baseline stands (a replay's per-call time does not depend on k). False when the
+    re-capture fails: the caller times both sides eagerly."""
+    k_eager = min(cal.k, cal.k_held_cap)
+    if k_eager != s.graph_k:
+        h = s.capture(s.ref, k_eager, s.graph_spans, s._left(s.cfg.max_wall_s))
+        if not h.get("graph"):
+            return False
+        s.graph_k = cal.k = k_eager
+        s.graphs["ref_recapture_s"] = round(float(h.get("capture_s") or 0.0), 4)
+    s.graphs.pop("k_eager", None)
+    return True
 
 
 def uses_held_clock(s: Session) -> bool:

@@ -128,8 +128,9 @@ class Session(HeldPhases):
         self.queue = {kind: {"ref": [], "cand": []} for kind in ("go", "stage", "digest")}
         self.queue0 = {"go": 1e-3, "stage": 1e-3, "digest": 1e-3}
         self.queue_full = False  # the reference's last held block: its queueing lasted its hold (ref_block_held)
-        # EvalConfig.cuda_graphs: which side's held spans replay its captured graphs (both or neither once the
-        # candidate has run; the reference alone in calibration), the calls per graph and graphs per block
+        # EvalConfig.cuda_graphs: which side's held spans replay its captured graphs (the reference alone in
+        # calibration; then both, the reference alone when the candidate could not be captured (version 13), or
+        # neither), the calls per graph and graphs per block
         self.replay = {"ref": False, "cand": False}
         self.graph_k, self.graph_spans = 0, 0
         self.graphs: dict = {}  # what timing.graphs reports

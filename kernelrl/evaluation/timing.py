@@ -319,7 +319,7 @@ def timed_blocks(s: Session, result: EvalResult, cal: Calibration) -> tuple[Pair
             # k again from the reference's spans of the first warm-up block: calibration ran while the
             # candidate's worker was starting (on a 2-core VM beside it: k came out 2 instead of 5 now and then,
             # and 1.3 ms spans gave LayerNorm lower bounds 15% under its long run).
-            if blocks == 1 and not s.replay["cand"]:  # graphs: captured for this k
+            if blocks == 1 and not (s.replay["cand"] or s.replay["ref"]):  # graphs: captured for this k
                 k_new = min(cal.k_held_cap, calls_per_span(cfg, cal.k_mem,
                                                              max(statistics.median(spans_now["ref"]) - ovh, 1e-9) / k))
                 if abs(k_new - k) > 0.3 * k:

@@ -158,6 +158,34 @@ def write_final(trainer, base_model: str, tokenizer, out_dir: Path, *, lora: boo
     return final
 
 
+def data_parallel_rows(rows: list[dict], batch: int, world: int, seed: int) -> tuple[list[dict], dict]:
+    """With ``world`` > 1 training processes: ``batch`` is the batch of one optimizer (micro-)step, split over the
+    processes (accelerate's split_batches), and an epoch's uneven last batch is split as it is (even_batches off),
+    so N processes take the very steps one process takes. Why: with the per-process batch and accelerate's
+    defaults, the last batch of every epoch was filled up with examples from the epoch's start, so 2 processes
+    saw one example more per epoch than 1 and their sft loss ran ahead, to half of one process's at step 160 on
+    gpu-smoke (bench/results/2026-11-27-h100x4-dp-noise); with this, 2 processes match 1 within float noise
+    (measured on CPU with gloo, same seeds). A last batch smaller than ``world`` would leave a process without
+    an example: it gets ``world - r`` repeats of examples drawn with ``seed`` (the only case where examples repeat).
+    Returns the rows and the extra SFTConfig arguments."""
+    if world <= 1:
+        return rows, {}
+    if batch % world:
+        from kernelrl.errors import KernelRLError
+
+        raise KernelRLError(f"sft.batch_size={batch} is the batch of one step, split over the {world} training "
+                            f"processes: it must be a multiple of {world}")
+    r = len(rows) % batch
+    if 0 < r < world:
+        import random
+
+        rng = random.Random(seed)
+        rows = rows + [rows[rng.randrange(len(rows))] for _ in range(world - r)]
+        log.info("sft: %d repeated example(s) so that each of the %d processes has one in the last batch",
+                 world - r, world)
+    return rows, {"accelerator_config": {"split_batches": True, "even_batches": False}}
+
+
 def sft_train(model_path: str, pairs: list[dict], out_dir: Path, cfg, *, seed: int = 0, dtype: str = "float32",
               log_path: Path | None = None, progress=None, span: tuple[float, float] = (0.0, 1.0),
               label: str = "sft") -> Path:
@@ -190,10 +218,11 @@ def sft_train(model_path: str, pairs: list[dict], out_dir: Path, cfg, *, seed: i
 
         raise KernelRLError(f"sft: no training example fits max_length={cfg.max_length} tokens")
     cuda = torch.cuda.is_available()
+    rows, parallel = data_parallel_rows(rows, cfg.batch_size, dist.world_size(), seed)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype(dtype))
     args = TrlSFTConfig(
         output_dir=str(out_dir / "trainer"), num_train_epochs=cfg.epochs, learning_rate=cfg.learning_rate,
-        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
+        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum, **parallel,
         max_length=cfg.max_length, completion_only_loss=True, save_steps=cfg.save_steps, save_total_limit=2,
         logging_steps=max(1, min(10, cfg.save_steps)), report_to=report_to(), bf16=cuda and dtype == "bfloat16",
         use_cpu=not cuda, seed=seed, data_seed=seed, lr_scheduler_type="constant_with_warmup",

@@ -134,3 +134,54 @@ def test_redteam_cuda(name, honest_score):
 
 def test_every_cuda_candidate_has_an_expectation():
     assert {p.stem for p in HERE.glob("*.py")} == set(EXPECT)
+
+
+# Version 13: the reference's clock does not depend on the candidate (issue 32 item 1). Each: (task, lowest and
+# highest speedup expected). The same work as the reference, refusing the evaluator's capture, must score about
+# 1.0x, never the reference's launch overhead (both at 2-3x before version 13 for the issue's cuDNN LSTM pattern).
+CLOCK = Path(__file__).parent / "cuda_clock"
+CLOCK_EXPECT = {
+    "rnn_own_graph": ("03_LSTM", 0.7, 1.3),  # its own graph: timed eagerly against the reference's replay
+    "capture_refuser": ("03_LSTM", 0.0, 1.15),  # a host sync per call: more launches than a replay, never fewer
+    "cudnn_channels_last": ("02_SmallCNN", 0.0, None),  # legit: correct and scored, no fatal flag
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CLOCK_EXPECT))
+def test_the_reference_clock_does_not_depend_on_the_candidate(name):
+    task, lo, hi = CLOCK_EXPECT[name]
+    res = evaluate(get_task(task), (CLOCK / f"{name}.py").read_text(), CFG)
+    g = res.timing.get("graphs") or {}
+    info = f"{name}: success={res.success} speedup={res.speedup} flags={res.flags} graphs={g} error={res.error}"
+    print(info)
+    assert res.success and not set(res.flags) & FATAL and res.speedup > lo, info
+    if hi is not None:
+        assert res.speedup <= hi, info
+    if GRAPHS and name != "cudnn_channels_last":  # the candidate refused capture; the reference still replayed
+        assert g.get("ref_only") is True and not g.get("used"), info
+
+
+def test_every_clock_candidate_has_an_expectation_and_matches_its_reference_on_cpu():
+    """Runs without a GPU: each candidate file parses, builds from its task's init inputs, and gives the reference's
+    outputs on CPU with the reference's weights (its CUDA-only paths aside)."""
+    import importlib.util
+
+    import torch
+
+    assert {p.stem for p in CLOCK.glob("*.py")} == set(CLOCK_EXPECT)
+    for name, (key, _, _) in CLOCK_EXPECT.items():
+        task = get_task(key)
+        mods = {}
+        for label, src in (("ref", task.source), ("cand", (CLOCK / f"{name}.py").read_text())):
+            spec = importlib.util.spec_from_loader(f"clock_{name}_{label}", loader=None)
+            mod = importlib.util.module_from_spec(spec)
+            exec(compile(src, f"<{name}:{label}>", "exec"), mod.__dict__)
+            mods[label] = mod
+        torch.manual_seed(0)
+        ref = mods["ref"].Model(*mods["ref"].get_init_inputs())
+        cand = mods["cand"].ModelNew(*mods["ref"].get_init_inputs())
+        cand.load_state_dict(ref.state_dict())
+        x = mods["ref"].get_inputs()
+        with torch.no_grad():
+            torch.testing.assert_close(cand(*x), ref(*x), rtol=1e-4, atol=1e-5)
