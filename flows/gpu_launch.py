@@ -52,6 +52,10 @@ def launch_prefix(plan: GpuPlan | None, stage: str, python: str, recipe_obj=None
     if acc.get("num_processes") not in (None, n):
         raise ConfigError(f"accelerate.num_processes is {acc['num_processes']} but gpus.train names {n} GPUs: one "
                           "process per training GPU")
+    b = getattr(getattr(recipe_obj, "sft", None), "batch_size", None)
+    if stage == "sft" and isinstance(b, int) and b % n:  # sft.data_parallel_rows splits the step's batch
+        raise ConfigError(f"sft.batch_size={b} is the batch of one step, split over the {n} training GPUs "
+                          f"(gpus.train): it must be a multiple of {n}")
     args = [python, "-m", "accelerate.commands.launch", "--num_processes", str(n),
             "--main_process_port", str(free_port())]
     if acc.get("config_file"):

@@ -78,6 +78,14 @@ def test_data_parallel_stages_get_accelerate_one_process_per_training_gpu():
     with pytest.raises(ConfigError, match="one process per training GPU"):
         launch_prefix(plan, "sft", "py", R())
 
+    class Odd:  # sft.batch_size is the step's batch, split over the processes: refused before any launch
+        accelerate: dict = {}
+        sft = type("S", (), {"batch_size": 3})()
+
+    with pytest.raises(ConfigError, match="multiple of 2"):
+        launch_prefix(plan, "sft", "py", Odd())
+    assert launch_prefix(plan, "crl", "py", Odd())  # crl's batch is its own (prompts x group)
+
 
 def test_no_local_evaluation_worker_beside_evaluator_gpus():
     gpus = {"train": [0], "evaluate": [1, 2, 3]}
