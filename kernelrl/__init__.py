@@ -35,6 +35,8 @@ __version__ = "0.1.0"
 # itself is as in version 11. Version 13: the reference's clock does not depend on the candidate (issue 32): it
 # keeps replaying its CUDA graphs when the candidate cannot be captured (the candidate is timed eagerly against
 # it; before, both went eager and a capture refuser was paid the reference's launch overhead), and it is timed
-# eagerly when its replays were slower than its eager calls (calibrate.capture_candidate). Scores change only
-# for candidates that cannot be captured and for references whose replays are the slower clock.
+# eagerly when its replays were slower than its eager calls (calibrate.capture_candidate). Correctness input
+# sets are drawn by each worker on its own device from the seed and variant the parent sends
+# (worker_inputs.draw_inputs; on a GPU other values than the host's draw, so a borderline verdict can change).
+# Timing scores change only for candidates that cannot be captured and references whose replays are slower.
 EVALUATOR_VERSION = "kernelrl-eval-13"

@@ -1010,3 +1010,22 @@ def test_a_first_call_that_compiles_gets_the_compile_allowance_and_is_reported_a
     compiled = evaluate(task, baseline_source(task, "baseline:compile"), FAST)
     assert compiled.executable and compiled.correct, (compiled.flags, compiled.error)
     assert compiled.timing["first_call_s"] > 0 and "leftover-processes" not in compiled.flags
+
+
+def test_each_worker_draws_the_same_correctness_sets_from_a_seed_and_variant():
+    """Correctness sets are drawn in each worker (worker_inputs.draw_inputs), the candidate's from the task's source
+    (task_module): the same seed and variant give the same tensors in both, another seed other tensors, and on CPU
+    the values the reference drew and shipped before version 13 (same generators, same order)."""
+    from kernelrl.evaluation.worker_inputs import VARIANTS, VariedRandom, draw_inputs, task_module
+
+    task = get_task("builtin/L1/02_Softmax")
+    ref, cand = task_module(task.source), task_module(task.source)
+    cpu = torch.device("cpu")
+    for variant in VARIANTS:
+        a, b = draw_inputs(ref, 7, variant, cpu), draw_inputs(cand, 7, variant, cpu)
+        assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b)), variant
+        assert not torch.equal(a[0], draw_inputs(ref, 8, variant, cpu)[0]), variant
+        torch.manual_seed(7)  # the pre-13 draw: the reference's, on the host
+        with VariedRandom(variant, torch.Generator().manual_seed(8)):
+            old = ref.get_inputs()
+        assert torch.equal(old[0], a[0]), variant

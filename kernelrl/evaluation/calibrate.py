@@ -110,10 +110,10 @@ def calibrate(s: Session) -> Calibration:
     """Clean reference baseline, before any candidate code exists: output shapes, the fixed cost of an empty
     timed span, calls per round (k) and the reference's own time per call."""
     cfg = s.cfg
-    counts, ts = s.fresh_inputs(1, variants=False)
-    _, _, outs = s.run(s.ref, counts, ts, timeout=s._left(cfg.max_wall_s))  # warm-up, output shapes
-    out_meta = [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outs]
-    in_bytes = sum(x.numel() * x.element_size() for x in ts)
+    # warm-up and output shapes: one set drawn on the device, no outputs shipped
+    _, h, _ = s.draw_run(s.ref, *s.draw_seeds(1, variants=False), timeout=s._left(cfg.max_wall_s), ship=False)
+    out_meta = [(list(shape), dtype) for shape, dtype in h["out_meta"]]
+    in_bytes = int(h["in_bytes"])
     s.ref_block(1, 2)  # warm-up of the timing path itself (lazy library handles, allocator)
     overhead = min(s.ping() for _ in range(10))  # the smallest: subtracting less keeps ratios toward 1
     # a block keeps its input sets and every call's outputs alive (plus a quarter for the digest's temporaries)

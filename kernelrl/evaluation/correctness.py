@@ -13,6 +13,10 @@ from kernelrl.evaluation.compare import compare, one_cpu_thread
 from kernelrl.evaluation.result import CandidateFailed, EvalResult
 from kernelrl.evaluation.static import uses_jit
 
+# The candidate's time limit for a batch of correctness sets adds this many times the reference's own drawing
+# time for them (both draw the same sets; a host-drawn set of a large CPU task costs more than its forward call).
+DRAW_FACTOR = 3.0
+
 if TYPE_CHECKING:
     from kernelrl.evaluation.calibrate import Calibration
     from kernelrl.evaluation.session import Session
@@ -29,9 +33,10 @@ def first_call_timeout(s: Session, cal: Calibration) -> float:
 
 
 def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
-    """Fresh, varied inputs drawn by the reference and forwarded; every output compared in full. Batched to
-    amortise the round trip. Also records builds that happened at the first call (Triton JIT) and audits the
-    task (a reference whose output does not depend on its inputs)."""
+    """Fresh, varied input sets (a seed and a random-source variant each), drawn by each worker on its own
+    device (worker.cmd_draw_run: no inputs cross the host); every output compared in full. Batched to amortise
+    the round trip. Also records builds that happened at the first call (Triton JIT) and audits the task (a
+    reference whose output does not depend on its inputs)."""
     cfg = s.cfg
     ref_outputs_seen: list[torch.Tensor] = []
     done, batch, hc = 0, max(1, min(cal.k, 8)), {}
@@ -42,11 +47,14 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
         first_jit = done == 0 and uses_jit(s.cand_source)
         if first_jit:  # the first call compiles: one input set alone, under the compile allowance
             n = 1
-        c, t = s.fresh_inputs(n)
+        seeds, variants = s.draw_seeds(n)
         t1 = time.perf_counter()
-        _, hr, ro = s.run(s.ref, c, t, timeout=s._left(cfg.max_wall_s))
+        _, hr, ro = s.draw_run(s.ref, seeds, variants, timeout=s._left(cfg.max_wall_s))
         t2 = time.perf_counter()
-        _, hc, co = s.run(s.cand, c, t, timeout=first_call_timeout(s, cal) if first_jit else run_timeout(s, cal, n))
+        # the candidate draws the same sets: its limit adds what the reference's draw took (DRAW_FACTOR x)
+        draw = DRAW_FACTOR * float(hr.get("gen_s") or 0.0)
+        _, hc, co = s.draw_run(s.cand, seeds, variants, timeout=(first_call_timeout(s, cal) if first_jit else
+                                                                 run_timeout(s, cal, n)) + draw)
         t3 = time.perf_counter()
         if first_jit:  # the compile time, reported apart (never in a timed span)
             result.timing["first_call_s"] = round(t3 - t2, 3)
@@ -60,7 +68,8 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
                 bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
                 if bad:
                     raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")
-        for key, dt in zip(split_s, (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)):
+        gen = float(hr.get("gen_s") or 0.0)  # the reference's draw, inside its run's time
+        for key, dt in zip(split_s, (t1 - t0 + gen, t2 - t1 - gen, t3 - t2, time.perf_counter() - t3)):
             split_s[key] += dt
         result.timing["correctness_split_s"] = {key: round(v, 4) for key, v in split_s.items()}
         for r in s.split(hr["structure"], ro):  # first output of each trial, for the task audit

@@ -203,7 +203,8 @@ class Session(HeldPhases):
             self.cand.chan.send({"cmd": "load", "role": "cand", "path": str(self.cand.module_path),
                                  "cache_dir": str(self.cand.cache_dir), "device": self.device, "seed": self.seed,
                                  "train_mode": self.cfg.train_mode,
-                                 "init_inputs": self.init_inputs, "template": self.template})
+                                 "init_inputs": self.init_inputs, "template": self.template,
+                                 "task_source": self.task_source})
             # its own short limit outside compilers (kernelrl/evaluation/loading.py), never below a few times
             # what the reference's load took here (large weights built on a slow host)
             wait_for_load(self.cand, total_s=self._left(self.cfg.compile_timeout_s),
@@ -271,17 +272,18 @@ class Session(HeldPhases):
         return h, out
 
     # -- inputs and runs ----------------------------------------------------------------------------------------
-    def fresh_inputs(self, n: int, variants: bool = True) -> tuple[list[int], list[torch.Tensor]]:
-        seeds = [self.rng.randrange(2**31) for _ in range(n)]
-        vs = [self.rng.choice(VARIANTS) if variants else "normal" for _ in range(n)]
-        h, ts = self._req(self.ref, {"cmd": "inputs", "seeds": seeds, "variants": vs}, timeout=self._left(120),
-                          harness=True)
-        return h["counts"], ts
+    def draw_seeds(self, n: int, variants: bool = True) -> tuple[list[int], list[str]]:
+        """Seeds and random-source variants (VARIANTS) of ``n`` fresh correctness input sets, drawn here."""
+        return ([self.rng.randrange(2**31) for _ in range(n)],
+                [self.rng.choice(VARIANTS) if variants else "normal" for _ in range(n)])
 
-    def run(self, worker: WorkerProcess, counts, tensors, timeout: float) -> tuple[float, dict, list]:
+    def draw_run(self, worker: WorkerProcess, seeds: list[int], variants: list[str], timeout: float,
+                 ship: bool = True) -> tuple[float, dict, list]:
+        """The worker draws each input set on its own device (worker.cmd_draw_run) and runs forward on it; its
+        outputs come back (``ship`` false: their shapes only). Seconds on the parent's clock, reply, outputs."""
         t0 = time.perf_counter()
-        h, outs = self._req(worker, {"cmd": "run", "counts": counts}, tensors, timeout=timeout,
-                            harness=worker is self.ref)
+        h, outs = self._req(worker, {"cmd": "draw_run", "seeds": seeds, "variants": variants, "ship": ship},
+                            timeout=timeout, harness=worker is self.ref)
         return time.perf_counter() - t0, h, outs
 
     def hold(self, worker: WorkerProcess) -> None:

@@ -26,8 +26,9 @@ from kernelrl.evaluation.ipc import Channel
 # them by: a name looked up here at call time is the one the process runs (a patched one included; see the red
 # team's harness patches, tests/redteam/*/).
 from kernelrl.evaluation.worker_digest import digest_round, metas as _metas
-from kernelrl.evaluation.worker_inputs import (VariedRandom as _VariedRandom, generate as _generate,
-                                               generate_columns as _generate_columns, rows as _rows)
+from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, generate as _generate,
+                                               generate_columns as _generate_columns, rows as _rows,
+                                               task_module as _task_module)
 from kernelrl.evaluation.worker_load import cmd_load, cmd_load_state, cmd_warm, flatten_outputs as _flatten_outputs
 from kernelrl.evaluation.worker_state import (STATE, device as _device, host_bytes as _host_bytes,
                                               prefault as _prefault)
@@ -225,40 +226,35 @@ def cmd_held(h, _tensors):
     return {"ok": True, "hold_s": a.elapsed_time(b) / 1e3, "work_s": b.elapsed_time(c) / 1e3}, []
 
 
-def cmd_inputs(h, _tensors):
-    """Reference worker only: fresh input sets from get_inputs() under the given seeds, each drawn with one of
-    the VARIANTS of torch's random sources (see _VariedRandom)."""
-    module = STATE["module"]
-    out, counts = [], []
-    for seed, variant in zip(h["seeds"], h["variants"]):
-        torch.manual_seed(seed)
-        g = torch.Generator().manual_seed(seed + 1)
-        with _VariedRandom(variant, g):
-            inputs = module.get_inputs()
-        ts = [x if isinstance(x, torch.Tensor) else torch.tensor(x) for x in inputs]
-        out.extend(t.detach().cpu() for t in ts)
-        counts.append(len(ts))
-    return {"ok": True, "counts": counts}, out
-
-
-def cmd_run(h, tensors):
-    """Run forward on each input set; outputs of every call come back (so all work happens inside the clock)."""
+def cmd_draw_run(h, _tensors):
+    """Correctness (and calibration's warm-up): draw each input set here, on this worker's device, from its seed
+    and variant (worker_inputs.draw_inputs; the candidate's worker with the task's get_inputs, sent at load), run
+    forward on it, and send the outputs back (``ship`` false: only their shapes and dtypes). ``gen_s``: the time
+    spent drawing (the reference's sizes the candidate's time limit)."""
     model = STATE["model"]
     dev = _device()
-    sets, i = [], 0
-    for c in h["counts"]:
-        sets.append([t.to(dev) for t in tensors[i:i + c]])
-        i += c
-    outs, structure = [], []
+    if STATE.get("task_module") is None:
+        STATE["task_module"] = (STATE["module"] if STATE.get("task_source") is None
+                                else _task_module(STATE["task_source"]))
+    outs, structure, in_bytes, gen_s = [], [], 0, 0.0
     with torch.no_grad():
-        for inputs in sets:
+        for seed, variant in zip(h["seeds"], h["variants"]):
+            t0 = _perf()
+            inputs = _draw_inputs(STATE["task_module"], int(seed), str(variant), dev)
+            gen_s += _perf() - t0
+            in_bytes += sum(t.numel() * t.element_size() for t in inputs)
             res = _flatten_outputs(model(*inputs))
             STATE["last_out"] = res
             structure.append(len(res))
             outs.extend(res)
+            del inputs
     _sync()
-    return {"ok": True, "structure": structure, "ext_builds": STATE["ext_builds"],
-            "ext_failures": STATE["ext_failures"]}, outs
+    reply = {"ok": True, "structure": structure, "in_bytes": in_bytes, "gen_s": gen_s,
+             "ext_builds": STATE["ext_builds"], "ext_failures": STATE["ext_failures"]}
+    if not h.get("ship", True):
+        reply["out_meta"] = [[list(o.shape), str(o.dtype).removeprefix("torch.")] for o in outs]
+        return reply, []
+    return reply, outs
 
 
 def cmd_echo(h, tensors):
@@ -555,7 +551,7 @@ def cmd_spin(h, _tensors):
 
 HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_held,
             "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
-            "load_state": cmd_load_state, "inputs": cmd_inputs, "run": cmd_run,
+            "load_state": cmd_load_state, "draw_run": cmd_draw_run,
             "stage": cmd_stage, "go": cmd_go, "capture": cmd_capture, "digest": cmd_digest, "quiesce": cmd_quiesce,
             "fetch": cmd_fetch,
             "echo": cmd_echo, "bandwidth": cmd_bandwidth}

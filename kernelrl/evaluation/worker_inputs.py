@@ -67,6 +67,31 @@ class VariedRandom:
             setattr(torch, n, f)
 
 
+def draw_inputs(module, seed: int, variant: str, dev: torch.device) -> list[torch.Tensor]:
+    """One correctness input set, drawn in this worker on ``dev``: get_inputs() under the seed and the variant's
+    random sources, with ``dev`` as torch's default device (a GPU draws its own inputs: nothing crosses the host
+    or the pipes; KernelBench's largest inputs are gigabytes). Both workers draw the same set from the same seed
+    and variant on the same kind of device; the candidate's worker runs the task's own get_inputs (from its
+    source, ``task_module``). It gains nothing from knowing the inputs: its outputs are compared with the
+    reference's, computed from the reference's own draw. On CPU the values are the ones the reference drew and
+    shipped before (same generators, same order)."""
+    torch.manual_seed(seed)
+    with torch.device(dev):
+        g = torch.Generator(device=dev).manual_seed(seed + 1)
+        with VariedRandom(variant, g):
+            inputs = module.get_inputs()
+    return [(x if isinstance(x, torch.Tensor) else torch.tensor(x)).to(dev) for x in inputs]
+
+
+def task_module(source: str):
+    """The task's file as a module in this process (the candidate's worker: its get_inputs for draw_inputs)."""
+    import types
+
+    mod = types.ModuleType("kernelrl_task_inputs")
+    exec(compile(source, "<task>", "exec"), mod.__dict__)  # noqa: S102 - the task file: our input, not the candidate's
+    return mod
+
+
 def float_post(x, post):
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         with torch.no_grad():

@@ -150,6 +150,8 @@ def cmd_load(h, _tensors):
              "sched": STATE.get("sched", "default")}
     tensors = []
     STATE["template"] = h.get("template")
+    STATE["task_source"] = h.get("task_source")  # the candidate's worker: the task's get_inputs (cmd_draw_run)
+    STATE["task_module"] = None
     if h["role"] == "ref":
         reply["template"] = STATE["template"] = input_template(module)
         reply["init_inputs"] = jsonable(init)
