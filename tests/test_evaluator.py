@@ -1029,3 +1029,20 @@ def test_each_worker_draws_the_same_correctness_sets_from_a_seed_and_variant():
         with VariedRandom(variant, torch.Generator().manual_seed(8)):
             old = ref.get_inputs()
         assert torch.equal(old[0], a[0]), variant
+
+
+def test_huge_outputs_get_fewer_correctness_sets_and_say_so(monkeypatch):
+    """Outputs that would ship more than SHIP_BUDGET_BYTES through the pipes get fewer correctness sets, never
+    fewer than MIN_TRIALS, with an information flag and the number run; small outputs keep every set."""
+    from kernelrl.evaluation import correctness
+
+    assert correctness.trials_for(20, 4096) == 20
+    assert correctness.trials_for(20, 6_400_000_000) == correctness.MIN_TRIALS == 3  # KernelBench's big softmax
+    assert correctness.trials_for(20, 2 * 1024**3) == 8  # 32 GB / (2 x 2 GB)
+    monkeypatch.setattr(correctness, "SHIP_BUDGET_BYTES", 2 * 4 * 1024 * 2048 * 5)  # 5 sets of Softmax's output
+    honest = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+              "    def forward(self, x):\n        return torch.softmax(x, dim=1)\n")
+    res = evaluate(get_task("builtin/L1/02_Softmax"), honest, EvalConfig(device="cpu", budget_s=0.2,
+                                                                          correctness_trials=9))
+    assert res.correct and "correctness-trials-reduced" in res.flags, (res.flags, res.error)
+    assert res.timing["correctness_trials_run"] == 5

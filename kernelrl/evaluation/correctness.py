@@ -3,12 +3,13 @@ full (compare.py)."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING
 
 import torch
 
-from kernelrl.evaluation.calibrate import run_timeout
+from kernelrl.evaluation.calibrate import itemsize, run_timeout
 from kernelrl.evaluation.compare import compare, one_cpu_thread
 from kernelrl.evaluation.result import CandidateFailed, EvalResult
 from kernelrl.evaluation.static import uses_jit
@@ -16,6 +17,18 @@ from kernelrl.evaluation.static import uses_jit
 # The candidate's time limit for a batch of correctness sets adds this many times the reference's own drawing
 # time for them (both draw the same sets; a host-drawn set of a large CPU task costs more than its forward call).
 DRAW_FACTOR = 3.0
+# Every output of a correctness set crosses the pipes twice (each worker's, to the parent that compares them):
+# KernelBench's largest outputs are gigabytes (softmax over 4096 x 393216: 6.4 GB), 20 sets of which took minutes.
+# Sets beyond this many bytes shipped are not run, down to MIN_TRIALS (the result says how many ran and flags
+# correctness-trials-reduced); the built-in tasks and the red team ship kilobytes to megabytes and keep them all.
+SHIP_BUDGET_BYTES = 32 * 1024**3
+MIN_TRIALS = 3
+
+
+def trials_for(cfg_trials: int, out_bytes: int) -> int:
+    """Correctness sets to run: all of them unless their outputs would ship more than SHIP_BUDGET_BYTES."""
+    fit = SHIP_BUDGET_BYTES // max(2 * out_bytes, 1)
+    return min(cfg_trials, max(MIN_TRIALS, fit))
 
 if TYPE_CHECKING:
     from kernelrl.evaluation.calibrate import Calibration
@@ -41,8 +54,13 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
     ref_outputs_seen: list[torch.Tensor] = []
     done, batch, hc = 0, max(1, min(cal.k, 8)), {}
     split_s = {"inputs": 0.0, "ref": 0.0, "cand": 0.0, "compare": 0.0}
-    while done < cfg.correctness_trials:
-        n = min(batch, cfg.correctness_trials - done)
+    out_bytes = sum(math.prod(shape) * itemsize(dtype) for shape, dtype in cal.out_meta)
+    trials = trials_for(cfg.correctness_trials, out_bytes)
+    if trials < cfg.correctness_trials:
+        result.flag("correctness-trials-reduced")
+        result.timing["correctness_trials_run"] = trials
+    while done < trials:
+        n = min(batch, trials - done)
         t0 = time.perf_counter()
         first_jit = done == 0 and uses_jit(s.cand_source)
         if first_jit:  # the first call compiles: one input set alone, under the compile allowance
@@ -77,7 +95,7 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
                 ref_outputs_seen.append(r[0])
         done += n
         if s.progress:
-            s.progress(0.3 * done / cfg.correctness_trials, "correctness")
+            s.progress(0.3 * done / trials, "correctness")
     result.correct = True
     try:
         builds, fails = list(hc.get("ext_builds") or []), [str(x) for x in hc.get("ext_failures") or []]

@@ -19,6 +19,9 @@ FLAGS: dict[str, str] = {
     "shape-mismatch": "output shape, dtype or structure differs from the reference",
     "output-subclass": "an output is not a plain torch.Tensor (lazy or deferred tensor subclass)",
     "non-finite": "the output has NaN/inf where the reference has none",
+    "correctness-trials-reduced": "the outputs are so large that fewer correctness input sets than configured "
+    "were run (correctness.SHIP_BUDGET_BYTES, at least MIN_TRIALS; timing.correctness_trials_run says how many); "
+    "information",
     "timing-mismatch": "outputs produced during timing rounds differ from the reference on the same inputs "
     "(stale or cached results, state drift after the checked calls)",
     # timing integrity
