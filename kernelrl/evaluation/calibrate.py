@@ -239,15 +239,20 @@ def capture_candidate(s: Session, cal: Calibration) -> None:
 def _reference_replays_alone(s: Session, cal: Calibration) -> bool:
     """The candidate stays eager: its spans must hold no more calls than the launch queue allows behind a hold
     (k_held_cap; graph_span_ms raised k for replays only), so the reference captures again for that k when it
-    differs. Its per-call replay baseline stands (a replay's per-call time does not depend on k). False when the
-    re-capture fails: the caller times both sides eagerly."""
+    differs, and its clean replay baseline is taken again at that k (fewer calls per graph launch: the
+    interference check must compare like with like). False when the re-capture fails: the caller times both
+    sides eagerly."""
     k_eager = min(cal.k, cal.k_held_cap)
     if k_eager != s.graph_k:
         h = s.capture(s.ref, k_eager, s.graph_spans, s._left(s.cfg.max_wall_s))
         if not h.get("graph"):
             return False
         s.graph_k = cal.k = k_eager
-        s.graphs["ref_recapture_s"] = round(float(h.get("capture_s") or 0.0), 4)
+        s.queue["go"]["ref"].clear()
+        s.queue["stage"]["ref"].clear()
+        cal.ref_dev_baseline = statistics.median(s.ref_block_held(cal.k, cal.spans)) / cal.k
+        s.graphs.update(ref_recapture_s=round(float(h.get("capture_s") or 0.0), 4),
+                        ref_graph_ms_eager_k=round(cal.ref_dev_baseline * 1e3, 6))
     s.graphs.pop("k_eager", None)
     return True
 
