@@ -122,6 +122,10 @@ def _shutdown(signum: int) -> None:
     # Nothing else may reach the console now: the main thread goes on until we leave and would log the step's
     # death as a failure (and Prefect its crash), which is what made the 114 lines.
     logging.disable(logging.CRITICAL)
+    # Prefect's log shipper writes "--- Error logging to API ---" and the error straight to stderr (not through
+    # logging) when its server is already gone, unless this is off: two extra lines after the one we print (the
+    # Ctrl-C test on a fresh clone, 2026-11-27)
+    logging.raiseExceptions = False
     threading.Timer(SHUTDOWN_LIMIT_S, _leave).start()
     stage = _state.get("stage")
     what = f"stage {stage} stopped" if stage and _stops else "stopped"
