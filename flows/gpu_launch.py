@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelrl.config.gpus import GpuPlan
 from kernelrl.errors import ConfigError
+from kernelrl.training.dist import check_step_batch
 
 # accelerate's built-in defaults for one host when the recipe gives no config file: plain DDP, no mixed precision
 # (the recipe's model.dtype already decides the weights' dtype), no torch.compile.
@@ -53,9 +54,8 @@ def launch_prefix(plan: GpuPlan | None, stage: str, python: str, recipe_obj=None
         raise ConfigError(f"accelerate.num_processes is {acc['num_processes']} but gpus.train names {n} GPUs: one "
                           "process per training GPU")
     b = getattr(getattr(recipe_obj, "sft", None), "batch_size", None)
-    if stage == "sft" and isinstance(b, int) and b % n:  # sft.data_parallel_rows splits the step's batch
-        raise ConfigError(f"sft.batch_size={b} is the batch of one step, split over the {n} training GPUs "
-                          f"(gpus.train): it must be a multiple of {n}")
+    if stage == "sft" and isinstance(b, int):  # before any launch: the step's own check would come per process
+        check_step_batch(b, n)
     args = [python, "-m", "accelerate.commands.launch", "--num_processes", str(n),
             "--main_process_port", str(free_port())]
     if acc.get("config_file"):

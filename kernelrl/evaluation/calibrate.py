@@ -106,6 +106,11 @@ def itemsize(dtype: str) -> int:
     return torch.empty(0, dtype=getattr(torch, dtype, torch.float64)).element_size()
 
 
+def output_bytes(out_meta: list) -> int:
+    """Bytes of one call's outputs, from their (shape, dtype) list."""
+    return sum(math.prod(shape) * itemsize(dtype) for shape, dtype in out_meta)
+
+
 def calibrate(s: Session) -> Calibration:
     """Clean reference baseline, before any candidate code exists: output shapes, the fixed cost of an empty
     timed span, calls per round (k) and the reference's own time per call."""
@@ -117,7 +122,7 @@ def calibrate(s: Session) -> Calibration:
     s.ref_block(1, 2)  # warm-up of the timing path itself (lazy library handles, allocator)
     overhead = min(s.ping() for _ in range(10))  # the smallest: subtracting less keeps ratios toward 1
     # a block keeps its input sets and every call's outputs alive (plus a quarter for the digest's temporaries)
-    set_bytes = int(1.25 * (sum(math.prod(m[0]) * itemsize(m[1]) for m in out_meta) + in_bytes))
+    set_bytes = int(1.25 * (output_bytes(out_meta) + in_bytes))
     budget = round_memory_bytes(cfg, s.device)
     # a block holds spans x k sets; with huge sets the block gets fewer spans before k drops below one
     spans = max(2, min(SPANS_PER_BLOCK, budget // max(set_bytes, 1)))
@@ -196,13 +201,7 @@ def _capture_reference(s: Session, cal: Calibration) -> None:
         # Version 13: the reference is timed on the better of its two clocks, whatever the candidate does. Its
         # replays were slower than its eager calls (graph memory traffic, a replay's fixed cost on a GPU-bound
         # model), so both sides stay eager: a candidate is never paid for the reference's worse clock.
-        s.replay["ref"] = False
-        cal.ref_dev_baseline = cal.ref_dev_baseline_eager
-        cal.k = k_eager
-        s.graphs.pop("k_eager", None)
-        s.queue["go"]["ref"].clear()
-        s.queue["stage"]["ref"].clear()
-        s.graphs["why"] = "reference: eager calls faster than graph replay"
+        _reference_eager(s, cal, k_eager, "reference: eager calls faster than graph replay")
 
 
 def capture_candidate(s: Session, cal: Calibration) -> None:
@@ -227,13 +226,20 @@ def capture_candidate(s: Session, cal: Calibration) -> None:
     if _reference_replays_alone(s, cal):
         s.graphs.update(used=False, ref_only=True, why=why)
         return
+    # eager spans: the k the launch queue allows (graph_span_ms raised it)
+    _reference_eager(s, cal, min(cal.k, cal.k_held_cap), why + "; the reference's re-capture failed too: both eager")
+
+
+def _reference_eager(s: Session, cal: Calibration, k: int, why: str) -> None:
+    """Both sides eager: the reference's eager baseline and ``k`` calls a span; its replay queueing times no longer
+    size the holds."""
     s.replay["ref"] = False
     cal.ref_dev_baseline = cal.ref_dev_baseline_eager
-    cal.k = min(cal.k, cal.k_held_cap)  # eager spans: the k the launch queue allows (graph_span_ms raised it)
+    cal.k = k
     s.graphs.pop("k_eager", None)
     s.queue["go"]["ref"].clear()
     s.queue["stage"]["ref"].clear()
-    s.graphs.update(used=False, why=why + "; the reference's re-capture failed too: both eager")
+    s.graphs.update(used=False, why=why)
 
 
 def _reference_replays_alone(s: Session, cal: Calibration) -> bool:

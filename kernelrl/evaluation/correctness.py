@@ -3,13 +3,12 @@ full (compare.py)."""
 
 from __future__ import annotations
 
-import math
 import time
 from typing import TYPE_CHECKING
 
 import torch
 
-from kernelrl.evaluation.calibrate import itemsize, run_timeout
+from kernelrl.evaluation.calibrate import output_bytes, run_timeout
 from kernelrl.evaluation.compare import compare, one_cpu_thread
 from kernelrl.evaluation.result import CandidateFailed, EvalResult
 from kernelrl.evaluation.static import uses_jit
@@ -54,8 +53,7 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
     ref_outputs_seen: list[torch.Tensor] = []
     done, batch, hc = 0, max(1, min(cal.k, 8)), {}
     split_s = {"inputs": 0.0, "ref": 0.0, "cand": 0.0, "compare": 0.0}
-    out_bytes = sum(math.prod(shape) * itemsize(dtype) for shape, dtype in cal.out_meta)
-    trials = trials_for(cfg.correctness_trials, out_bytes)
+    trials = trials_for(cfg.correctness_trials, output_bytes(cal.out_meta))
     if trials < cfg.correctness_trials:
         result.flag("correctness-trials-reduced")
         result.timing["correctness_trials_run"] = trials
@@ -70,9 +68,9 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
         _, hr, ro = s.draw_run(s.ref, seeds, variants, timeout=s._left(cfg.max_wall_s))
         t2 = time.perf_counter()
         # the candidate draws the same sets: its limit adds what the reference's draw took (DRAW_FACTOR x)
-        draw = DRAW_FACTOR * float(hr.get("gen_s") or 0.0)
+        gen = float(hr.get("gen_s") or 0.0)
         _, hc, co = s.draw_run(s.cand, seeds, variants, timeout=(first_call_timeout(s, cal) if first_jit else
-                                                                 run_timeout(s, cal, n)) + draw)
+                                                                 run_timeout(s, cal, n)) + DRAW_FACTOR * gen)
         t3 = time.perf_counter()
         if first_jit:  # the compile time, reported apart (never in a timed span)
             result.timing["first_call_s"] = round(t3 - t2, 3)
@@ -86,7 +84,7 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
                 bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
                 if bad:
                     raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")
-        gen = float(hr.get("gen_s") or 0.0)  # the reference's draw, inside its run's time
+        # the reference's draw was inside its run: counted as input drawing
         for key, dt in zip(split_s, (t1 - t0 + gen, t2 - t1 - gen, t3 - t2, time.perf_counter() - t3)):
             split_s[key] += dt
         result.timing["correctness_split_s"] = {key: round(v, 4) for key, v in split_s.items()}

@@ -12,7 +12,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.calibrate import uses_held_clock
 from kernelrl.evaluation.compare import compare, one_cpu_thread

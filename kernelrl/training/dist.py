@@ -31,6 +31,16 @@ def distributed() -> bool:
     return world_size() > 1
 
 
+def check_step_batch(batch: int, world: int) -> None:
+    """sft.batch_size is the batch of one step, split over the training processes (sft.data_parallel_rows):
+    refused when ``world`` processes cannot split it evenly."""
+    if world > 1 and batch % world:
+        from kernelrl.errors import ConfigError
+
+        raise ConfigError(f"sft.batch_size={batch} is the batch of one step, split over the {world} training "
+                          f"processes (gpus.train): it must be a multiple of {world}")
+
+
 def _pg():
     """The default process group, initialised from the launcher's environment if nothing has yet (NCCL on GPUs,
     gloo on CPU: the backends accelerate itself picks, so its Accelerator later reuses this group)."""

@@ -170,11 +170,7 @@ def data_parallel_rows(rows: list[dict], batch: int, world: int, seed: int) -> t
     Returns the rows and the extra SFTConfig arguments."""
     if world <= 1:
         return rows, {}
-    if batch % world:
-        from kernelrl.errors import KernelRLError
-
-        raise KernelRLError(f"sft.batch_size={batch} is the batch of one step, split over the {world} training "
-                            f"processes: it must be a multiple of {world}")
+    dist.check_step_batch(batch, world)
     r = len(rows) % batch
     if 0 < r < world:
         import random
