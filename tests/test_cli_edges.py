@@ -97,3 +97,19 @@ def test_candidate_errors_name_the_candidate_not_the_harness(tmp_path):
     assert "runtime-error" in d["flags"]
     assert "candidate.py, line 5, in helper" in d["error"] and "candidate.py, line 10, in forward" in d["error"]
     assert "kernelrl/evaluation" not in d["error"] and "worker.py" not in d["error"]
+
+
+def test_json_is_one_object_when_the_task_itself_fails(tmp_path):
+    """--json promises one JSON object on stdout: a task whose reference cannot be built (seen with KernelBench's
+    6 GB inputs on this VM) gives an object naming the error and exit 2, not a bare line on stderr."""
+    task = tmp_path / "broken_task.py"
+    task.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                    "    def __init__(self):\n        super().__init__()\n        raise RuntimeError('no memory here')\n\n"
+                    "    def forward(self, x):\n        return x\n\n\ndef get_inputs():\n    return [torch.randn(4)]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    cand = tmp_path / "cand.py"
+    cand.write_text(task.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
+    r = kernelrl("eval", str(task), str(cand), "--device", "cpu", "--json", cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+    d = json.loads(r.stdout)
+    assert "no memory here" in d["error"] and d["task"].endswith("broken_task"), d

@@ -47,7 +47,13 @@ def eval_cmd(
     validate_values(cfg, "eval")
     source = candidate.read_text(errors="replace")
     if as_json:
-        res = evaluate(t, source, cfg)
+        from kernelrl.errors import KernelRLError
+
+        try:
+            res = evaluate(t, source, cfg)
+        except KernelRLError as e:  # --json promises one object on stdout, also when the task itself fails
+            typer.echo(json.dumps({"error": str(e), "error_type": type(e).__name__, "task": t.key}))
+            raise typer.Exit(2) from None
     else:
         from rich.console import Console
         from rich.progress import Progress
