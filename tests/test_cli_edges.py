@@ -104,9 +104,10 @@ def test_json_is_one_object_when_the_task_itself_fails(tmp_path):
     6 GB inputs on this VM) gives an object naming the error and exit 2, not a bare line on stderr."""
     task = tmp_path / "broken_task.py"
     task.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-                    "    def __init__(self):\n        super().__init__()\n        raise RuntimeError('no memory here')\n\n"
-                    "    def forward(self, x):\n        return x\n\n\ndef get_inputs():\n    return [torch.randn(4)]\n\n\n"
-                    "def get_init_inputs():\n    return []\n")
+                    "    def __init__(self):\n        super().__init__()\n"
+                    "        raise RuntimeError('no memory here')\n\n"
+                    "    def forward(self, x):\n        return x\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(4)]\n\n\ndef get_init_inputs():\n    return []\n")
     cand = tmp_path / "cand.py"
     cand.write_text(task.read_text() + "\n\nclass ModelNew(Model):\n    pass\n")
     r = kernelrl("eval", str(task), str(cand), "--device", "cpu", "--json", cwd=tmp_path)
