@@ -114,3 +114,4 @@ def test_json_is_one_object_when_the_task_itself_fails(tmp_path):
     assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
     d = json.loads(r.stdout)
     assert "no memory here" in d["error"] and d["task"].endswith("broken_task"), d
+    assert r.stderr.strip().splitlines()[-1].startswith("error:") and "no memory here" in r.stderr, r.stderr

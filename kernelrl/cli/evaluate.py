@@ -51,9 +51,10 @@ def eval_cmd(
 
         try:
             res = evaluate(t, source, cfg)
-        except KernelRLError as e:  # --json promises one object on stdout, also when the task itself fails
+        except KernelRLError as e:  # --json promises one object on stdout, also when the task itself fails;
+            # stderr keeps the one `error:` line every user error prints (kernelrl.cli.main)
             typer.echo(json.dumps({"error": str(e), "error_type": type(e).__name__, "task": t.key}))
-            raise typer.Exit(2) from None
+            raise
     else:
         from rich.console import Console
         from rich.progress import Progress
