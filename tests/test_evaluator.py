@@ -1046,3 +1046,34 @@ def test_huge_outputs_get_fewer_correctness_sets_and_say_so(monkeypatch):
                                                                           correctness_trials=9))
     assert res.correct and "correctness-trials-reduced" in res.flags, (res.flags, res.error)
     assert res.timing["correctness_trials_run"] == 5
+
+
+def test_the_candidates_correctness_limit_covers_the_references_whole_request(monkeypatch):
+    """The candidate's limit for a batch of correctness sets adds DRAW_FACTOR x the reference's whole request
+    (drawing, forward, shipping the outputs back), not its draw alone: KernelBench's softmax (6.4 GB outputs)
+    timed out on the H100 when the shipping was left out. The reference's request is slowed here by 1 s, as big
+    outputs slow it; the run limit is pinned so only the allowance differs."""
+    from kernelrl.evaluation import correctness
+    from kernelrl.evaluation.session import Session
+
+    seen = []
+    real = Session.draw_run
+
+    def spy(self, worker, seeds, variants, timeout, ship=True):
+        t0 = time.perf_counter()
+        out = real(self, worker, seeds, variants, timeout, ship)
+        if worker is self.ref:
+            time.sleep(1.0)
+        seen.append(("ref" if worker is self.ref else "cand", timeout, time.perf_counter() - t0))
+        return (time.perf_counter() - t0, *out[1:])
+
+    monkeypatch.setattr(Session, "draw_run", spy)
+    monkeypatch.setattr(correctness, "run_timeout", lambda s, cal, n: 0.5)
+    honest = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+              "    def forward(self, x):\n        return torch.softmax(x, dim=1)\n")
+    res = evaluate(get_task("builtin/L1/02_Softmax"), honest, dataclasses.replace(FAST, correctness_trials=2))
+    assert res.correct, (res.flags, res.error)
+    pairs = [(seen[i - 1], c) for i, c in enumerate(seen) if c[0] == "cand"]  # each batch: the reference's, then
+    assert pairs and all(r[0] == "ref" for r, _ in pairs), seen  # the candidate's request (calibration: ref only)
+    for (_, _, ref_s), (_, cand_limit, _) in pairs:
+        assert cand_limit >= 0.5 + correctness.DRAW_FACTOR * ref_s - 1e-6, seen

@@ -13,8 +13,11 @@ from kernelrl.evaluation.compare import compare, one_cpu_thread
 from kernelrl.evaluation.result import CandidateFailed, EvalResult
 from kernelrl.evaluation.static import uses_jit
 
-# The candidate's time limit for a batch of correctness sets adds this many times the reference's own drawing
-# time for them (both draw the same sets; a host-drawn set of a large CPU task costs more than its forward call).
+# The candidate's time limit for a batch of correctness sets adds this many times what the reference's own request
+# for them took beside its forward calls: drawing the sets (a host-drawn set of a large CPU task costs more than its
+# forward call) and shipping the outputs back through the pipe. Both pay them alike. The draw alone was not enough:
+# KernelBench's softmax (6.4 GB outputs) and 3-D convolution self-pairs failed with `timeout` on the H100 (limits of
+# 9.3 and 5.9 s: the shipping was missing; bench/results/2026-11-28-h100x4-evaluator-v13).
 DRAW_FACTOR = 3.0
 # Every output of a correctness set crosses the pipes twice (each worker's, to the parent that compares them):
 # KernelBench's largest outputs are gigabytes (softmax over 4096 x 393216: 6.4 GB), 20 sets of which took minutes.
@@ -65,12 +68,13 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
             n = 1
         seeds, variants = s.draw_seeds(n)
         t1 = time.perf_counter()
-        _, hr, ro = s.draw_run(s.ref, seeds, variants, timeout=s._left(cfg.max_wall_s))
+        ref_s, hr, ro = s.draw_run(s.ref, seeds, variants, timeout=s._left(cfg.max_wall_s))
         t2 = time.perf_counter()
-        # the candidate draws the same sets: its limit adds what the reference's draw took (DRAW_FACTOR x)
+        # the candidate draws the same sets and ships outputs as large: its limit adds DRAW_FACTOR x what the
+        # reference's request took (its forward calls included: more allowance, never less, than the draw alone)
         gen = float(hr.get("gen_s") or 0.0)
-        _, hc, co = s.draw_run(s.cand, seeds, variants, timeout=(first_call_timeout(s, cal) if first_jit else
-                                                                 run_timeout(s, cal, n)) + DRAW_FACTOR * gen)
+        limit = (first_call_timeout(s, cal) if first_jit else run_timeout(s, cal, n)) + DRAW_FACTOR * max(gen, ref_s)
+        _, hc, co = s.draw_run(s.cand, seeds, variants, timeout=limit)
         t3 = time.perf_counter()
         if first_jit:  # the compile time, reported apart (never in a timed span)
             result.timing["first_call_s"] = round(t3 - t2, 3)

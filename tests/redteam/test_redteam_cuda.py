@@ -128,8 +128,13 @@ def test_redteam_cuda(name, honest_score):
         assert res.success and res.speedup > 0, info
         if name in SOFTMAX_WORK:
             assert res.speedup <= BOUND * honest_score + 0.05, info
-    if name == "honest_host_sync":  # the model's own sync sleeps (BLOCKING_SYNC, on)
-        assert res.sandbox.get("sync_schedule") == "blocking" and "host-bound" not in res.flags, info
+    if name == "honest_host_sync":  # the model's own sync sleeps (BLOCKING_SYNC, on): its wait is not charged
+        # as host work. Before version 11 the spinning wait was charged at 14x the work (28 ms a call against 2 ms).
+        # Since version 13 the reference keeps its graph replay while this candidate (a sync cannot be captured)
+        # runs eagerly, so its real dispatch (a launch and a sync a call) can exceed its GPU time: a small charge
+        # and the information flag host-bound are its true cost (H100, 2026-11-28: 0.009 ms against 0.1 ms a call).
+        assert res.sandbox.get("sync_schedule") == "blocking", info
+        assert (t.get("host_charge_ms") or 0.0) <= 0.25 * t["cand_median_ms"], info
 
 
 def test_every_cuda_candidate_has_an_expectation():
