@@ -35,6 +35,13 @@ def eval_cmd(
         raise ConfigError(f"{candidate}: no such candidate file")
     device = resolve_device(device)
     from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
+    from kernelrl.evaluation import session as eval_session
+
+    # One evaluation and exit: no next one to start spare workers for. On a GPU the default starts two per role in
+    # the background, whose interpreters and device contexts compete with this evaluation's own start (the cold
+    # command took 27 s on the H100 x4, 7 s of it in the reference's start; not yet re-measured without them:
+    # bench/results/2026-11-28-h100x4-evaluator-v13)
+    eval_session.SPARE_WORKERS = 0
     from kernelrl.evaluation.flags import FATAL, describe
 
     cfg = EvalConfig(device=device, train_mode=not eval_mode)
