@@ -1,7 +1,8 @@
 """The eager estimate (issue 32, item 2; kernelrl/evaluation/eager.py): after the verdict each side's worker times
 eager calls KernelBench's way on one fixed input set; ``timing.eager`` reports it beside the score, never as the
 score. Real workers on CPU: an honest seed (numbers, order of phases, the score untouched), a wrong one (no phase),
-a candidate that fails only in this phase (the evaluation stands); the reverify pass skips it."""
+a candidate that fails only in this phase (the evaluation stands); the reverify pass skips it; the report and the
+``kernelrl eval`` line show it labelled."""
 
 from __future__ import annotations
 
@@ -141,3 +142,52 @@ def test_reverification_measures_no_eager_estimate(monkeypatch):
     first = EvalResult(executable=True, correct=True, speedup=4.0)
     reverify("task", "cand", FAST, "cpu", first)
     assert seen == {"eager_estimate": False} and first.timing["reverify_speedup"] == 4.0
+
+
+def test_the_report_shows_the_score_and_the_eager_estimate_side_by_side_labelled(honest, tmp_path):
+    from kernelrl.reports.report import Report, SourceResult, make_row
+
+    ok = make_row(source="run", task_key="builtin/L1/02_Softmax", task="02_Softmax", level=1, code=None,
+                  result=honest.to_dict())
+    assert ok["eager_speedup"] == honest.timing["eager"]["speedup"] and ok["speedup"] == honest.speedup
+    rep = Report("eager", [SourceResult("run", "x", [ok])], levels=[1])
+    paths = rep.write(tmp_path, plots=False)
+    md = paths["markdown"].read_text()
+    head = next(line for line in md.splitlines() if line.startswith("| task | level |"))
+    assert ("run: speedup (reward clock: CPU wall time, harness overhead removed)" in head
+            and "run: eager est. (host included, KernelBench-style)" in head), head
+    row = next(line for line in md.splitlines() if line.startswith("| 02_Softmax |"))
+    assert f"| {honest.speedup:.2f} | {honest.timing['eager']['speedup']:.2f} |" in row, row
+    assert "eager est. mean (n)" in md and "eager_speedup" in paths["csv"].read_text().splitlines()[0]
+
+
+def test_kernelrl_eval_names_the_gpu_clock_and_prints_the_eager_line(monkeypatch, capsys, tmp_path):
+    """The readable output on a GPU result (a stand-in evaluation: no GPU here): the CUDA clock note (device_type is
+    the GPU's name, which the note's lookup once missed) and the eager estimate's line; its error form too."""
+    import kernelrl.evaluation as ev
+    from kernelrl.cli import main
+
+    timing = {"estimate": 2.1, "ci_low": 2.0, "ci_high": 2.2, "rounds": 16, "calls_per_round": 10, "stop": "ci",
+              "ref_median_ms": 0.5, "cand_median_ms": 0.25,
+              "eager": {"ref_ms": 0.0421, "cand_ms": 0.0312, "speedup": 1.3494, "calls": {"ref": 100, "cand": 100},
+                        "blocks": 4, "method": "x"}}
+    res = EvalResult(executable=True, correct=True, speedup=2.0, timing=timing, device_type="NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(ev, "evaluate", lambda *a, **k: res)
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+
+    def run() -> str:
+        try:
+            main(["eval", "02_Softmax", str(cand), "--device", "cpu"])
+        except SystemExit as e:
+            assert not e.code
+        return capsys.readouterr().out
+
+    out = run()
+    assert "\nclock       GPU time per call with launch overhead removed" in out, out
+    assert ("\neager est.  1.35x (ref 0.0421 ms, cand 0.0312 ms per call, host included; not the reward)\n"
+            in out), out
+    timing["eager"] = {"error": "candidate: RuntimeError: boom\nmore"}
+    assert "\neager est.  not measured (candidate: RuntimeError: boom)\n" in run()
+    del timing["eager"]
+    assert "eager est." not in run()
