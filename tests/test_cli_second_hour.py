@@ -355,6 +355,9 @@ def test_eval_progress_goes_to_stderr(tmp_path):
     assert "evaluating" not in r.stdout and "━" not in r.stdout
     # what the number is (issue 32): the clock is named under every readable result
     assert re.search(r"^clock       wall time per call in paired spans", r.stdout, re.M), r.stdout
+    # and the eager clock the paper and KernelBench report, labelled, beside it (issue 32, item 2)
+    assert re.search(r"^eager est\.  \d+\.\d\dx \(ref [0-9.e+-]+ ms, cand [0-9.e+-]+ ms per call, host included; "
+                     r"not the reward\)$", r.stdout, re.M), r.stdout
 
 
 def test_readme_commands_and_numbers(tmp_path):

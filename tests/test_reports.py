@@ -269,6 +269,45 @@ def test_compare_and_kernel_unit_sources(tmp_path):
         Report.load(tmp_path / "bad.json")
 
 
+def test_eager_estimate_beside_the_score_and_old_reports_unchanged(tmp_path):
+    """Issue 32: the evaluator's eager estimate (timing.eager, report-only) is summarised over the successful tasks
+    that have one (never as 0), shown beside each score in labelled columns; a report without it reads as before."""
+    from kernelrl.reports.report import SourceResult
+
+    def res(ok, speedup, eager=None, device="NVIDIA H100 80GB HBM3"):
+        r = _res(ok, speedup, device=device)
+        if eager is not None:
+            r["timing"]["eager"] = {"ref_ms": 0.04, "cand_ms": 0.04 / eager, "speedup": eager}
+        return r
+
+    s = stats.summarize([2.0, 3.0, 1.0, 5.0], [True, True, False, True], eager=[1.5, None, 9.0, 0.5])
+    assert (s.eager_n, s.eager_mean, s.eager_median) == (2, 1.0, 1.0)  # 9.0 failed, None has no estimate
+    assert stats.summarize([2.0]).eager_n == 0 and stats.summarize([2.0]).eager_mean is None
+    rows = [make_row(source="gpu", task_key=f"s/L1/t{i}", task=f"t{i}", level=1, code=None, result=r)
+            for i, r in enumerate([res(True, 2.0, 1.5), res(True, 3.0), res(False, 0.0, 9.0)])]
+    assert [r["eager_speedup"] for r in rows] == [1.5, None, None]  # a failed kernel's estimate is not shown
+    assert rows[0]["eager_ref_ms"] == 0.04 and rows[0]["eager_cand_ms"] == pytest.approx(0.04 / 1.5)
+    old = [make_row(source="old", task_key=f"s/L1/t{i}", task=f"t{i}", level=1, code=None,
+                    result=_res(True, 2.0, device="cpu")) for i in range(3)]
+    md = Report("R", [SourceResult("gpu", "x", rows), SourceResult("old", "y", old)], levels=[1]).write(
+        tmp_path / "a", plots=False)["markdown"].read_text()
+    head = next(line for line in md.splitlines() if line.startswith("| task | level |"))
+    assert head == ("| task | level | gpu: speedup (reward clock: GPU time, launch overhead removed) | gpu: eager est. "
+                    "(host included, KernelBench-style) | old: speedup (reward clock: CPU wall time, harness overhead "
+                    "removed) |"), head
+    assert "| t0 | 1 | 2.00 | 1.50 | 2.00 |" in md and "| t1 | 1 | 3.00 | - | 2.00 |" in md, md
+    overall = next(line for line in md.splitlines() if line.startswith("| gpu | 3 |"))
+    assert overall.endswith("| 1.50 (n=1) | 1.50 |"), overall
+    assert "never rewarded" in md and "**eager est.**" in md
+    plain = Report("R", [SourceResult("old", "y", old)], levels=[1]).write(tmp_path / "b", plots=False)
+    text = plain["markdown"].read_text()
+    assert "| task | level | old |" in text and "eager est. mean" not in text and "eager est. (" not in text
+    kernels = Report("K", [SourceResult("gpu", "x", rows, unit="kernel")], levels=[1]).write(
+        tmp_path / "c", plots=False)["markdown"].read_text()
+    assert ("| task | level | kernel | speedup (reward clock: GPU time, launch overhead removed) | eager est. (host "
+            "included, KernelBench-style) | success |") in kernels, kernels
+
+
 # -- sources --------------------------------------------------------------------------------------------------
 def test_json_and_directory_sources(tmp_path):
     from kernelrl.errors import KernelRLError

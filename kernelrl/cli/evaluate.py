@@ -42,7 +42,6 @@ def eval_cmd(
     # command took 27 s on the H100 x4, 7 s of it in the reference's start; not yet re-measured without them:
     # bench/results/2026-11-28-h100x4-evaluator-v13)
     eval_session.SPARE_WORKERS = 0
-    from kernelrl.evaluation.flags import FATAL, describe
 
     cfg = EvalConfig(device=device, train_mode=not eval_mode)
     if budget_s is not None:
@@ -79,8 +78,15 @@ def eval_cmd(
     if as_json:
         typer.echo(json.dumps(res.to_dict()))
         return
+    print_summary(t.key, res)
+
+
+def print_summary(task_key: str, res) -> None:
+    """The readable result: the verdict, the timing with its clock, the eager estimate, fatal flags' meanings."""
+    from kernelrl.evaluation.flags import FATAL, describe
+
     tm = res.timing
-    typer.echo(f"task        {t.key}\ndevice      {res.device_type}\nexecutable  {res.executable}\n"
+    typer.echo(f"task        {task_key}\ndevice      {res.device_type}\nexecutable  {res.executable}\n"
                f"correct     {res.correct}\nspeedup     {res.speedup:.2f}x\nflags       {', '.join(res.flags) or '-'}")
     if tm:
         typer.echo(f"timing      estimate {tm.get('estimate')}x, "
@@ -92,7 +98,11 @@ def eval_cmd(
     if isinstance(rv, dict) and rv.get("why"):
         typer.echo(f"reverify    {rv['why']}")
     if tm:
-        typer.echo(f"clock       {CLOCK_NOTE.get(res.device_type or '', CLOCK_NOTE['cpu'])}")
+        # device_type is "cpu" or the GPU's name (EvalResult)
+        typer.echo(f"clock       {CLOCK_NOTE['cpu' if res.device_type in ('cpu', None, '') else 'cuda']}")
+    line = eager_line(tm.get("eager") if isinstance(tm, dict) else None)
+    if line:
+        typer.echo(line)
     for f in res.flags:  # what each flag means (kernelrl/evaluation/flags.py), fatal ones first
         if f in FATAL:
             typer.echo(f"  {f}: {describe(f)}")
@@ -107,6 +117,20 @@ CLOCK_NOTE = {
             "the paper and KernelBench time eager calls, host included, so their ratios differ",
     "cpu": "wall time per call in paired spans, the harness's fixed overhead subtracted on both sides",
 }
+
+
+def eager_line(e) -> str:
+    """The eager estimate's line (``timing.eager``: KernelBench-style per-call times, host included; report-only), or
+    '' when the evaluation has none."""
+    if not isinstance(e, dict):
+        return ""
+    if e.get("error") or e.get("skipped"):
+        return f"eager est.  not measured ({str(e.get('error') or e.get('skipped')).splitlines()[0][:200]})"
+    try:
+        return (f"eager est.  {float(e['speedup']):.2f}x (ref {float(e['ref_ms']):.4g} ms, cand "
+                f"{float(e['cand_ms']):.4g} ms per call, host included; not the reward)")
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 def register(app: typer.Typer) -> None:

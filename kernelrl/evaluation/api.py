@@ -19,6 +19,8 @@ Protocol (the paper's, made fast, with the clock in a trusted parent):
    toward 1 (a wide interval is flagged unstable-timing, nothing discarded). The paired reference times are
    compared with clean baselines (interference -> reference-slowed). A speedup above ``reverify_above`` is
    re-measured in fresh processes and kept only within tolerance. kernelrl/evaluation/README.md has it all.
+7. Report only, after the verdict and before re-verification (never rewarded): an eager estimate, KernelBench-style
+   per-call times of both sides with the host included (eager.py), in timing.eager, beside published tables.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from kernelrl.evaluation import flags as F
 from kernelrl.evaluation.calibrate import Calibration, calibrate, capture_candidate, uses_held_clock, round_memory_bytes
 from kernelrl.evaluation.compare import COMPARE_CHUNK, TOLERANCES, compare, compare_digests
 from kernelrl.evaluation.correctness import check_correctness
+from kernelrl.evaluation.eager import measure_eager
 from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError
 from kernelrl.evaluation.reverify import reverify
 from kernelrl.evaluation.sandbox import become_subreaper, child_pids, kill_orphans
@@ -86,9 +89,10 @@ def _tune_malloc() -> None:
 
 def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | None = None, *,
              progress: Callable[[float, str], None] | None = None, baseline: dict | None = None,
-             keep_rounds: bool = False) -> EvalResult:
+             keep_rounds: bool = False, eager_estimate: bool = True) -> EvalResult:
     """Evaluate a candidate ModelNew source against a task. Never raises for anything the candidate does.
-    ``keep_rounds``: keep every round's raw parent-clock times in timing.rounds_raw (analysis: the bench scripts)."""
+    ``keep_rounds``: keep every round's raw parent-clock times in timing.rounds_raw (analysis: the bench scripts).
+    ``eager_estimate``: False skips the report-only eager estimate (eager.py; re-verification has no use for it)."""
     cfg = settings or EvalConfig()
     _tune_malloc()
     t_start = time.monotonic()
@@ -102,6 +106,7 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     s = Session(task_source, candidate_source, cfg, device, progress)
     s.before = before  # our children that existed before this evaluation started: never its orphans
     s.keep_rounds = keep_rounds
+    s.eager_estimate = eager_estimate
     try:
         _protocol(s, result, baseline or {})
     except CandidateFailed as e:
@@ -149,8 +154,9 @@ def _protocol(s: Session, result: EvalResult, baseline: dict) -> None:
     """The phases of one evaluation, in order (module docstring); each records its wall time in timing.phases_s:
     calibrate (calibrate.py: the reference alone), the candidate's build (session.py), correctness
     (correctness.py), the timed blocks (timing.py; on the held clock after the candidate's graphs are captured,
-    calibrate.capture_candidate) and the verdict (verdict.py). Re-verification (reverify.py) follows in
-    ``evaluate``, once these workers are closed."""
+    calibrate.capture_candidate), the verdict (verdict.py) and, report-only once the score and flags are final, the
+    eager estimate (eager.py). Re-verification (reverify.py) follows in ``evaluate``, once these workers are
+    closed."""
     s.start_ref()
     s.mark("start")
     result.sandbox["network_isolated_ref"] = s.ref.network_isolated
@@ -177,6 +183,8 @@ def _protocol(s: Session, result: EvalResult, baseline: dict) -> None:
     s.mark("timing")
     verdict(s, result, cal, st, info)
     s.mark("post_checks")
+    if measure_eager(s, result, cal):  # after everything timing-sensitive; changes no score, flag or verdict
+        s.mark("eager")
     result.timing["phases_s"] = s.phases
     if s.graphs:
         result.timing["graphs"] = s.graphs

@@ -343,7 +343,13 @@ class Worker:
             d = run_in_container(self.image, self.gpu_uuid, task_source, cand_source, dataclasses.asdict(cfg),
                                  labels={"kernelrl.worker": self.worker_id})
         else:
-            res = self.evaluate_fn(task_source, cand_source, cfg)
+            from kernelrl.evaluation.api import evaluate
+
+            # The eager estimate (eager.py) is for reports and people, not the policy: a reward evaluation or a
+            # re-measurement skips its ~0.5-1 s (evaluations per GPU-hour are a target of their own).
+            kw = {"eager_estimate": job.purpose != "reward" and job.parent_id is None} \
+                if self.evaluate_fn is evaluate else {}
+            res = self.evaluate_fn(task_source, cand_source, cfg, **kw)
             d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
         d.update(worker=self.worker_id, worker_device=self.device, gpu_uuid=self.gpu_uuid, job_id=job.id)
         return d

@@ -15,7 +15,8 @@ def reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, r
     (stats.reverify_verdict: within tolerance, within the two intervals, or the reference's own drift)."""
     from kernelrl.evaluation.api import evaluate  # the whole protocol again (api imports this module)
 
-    second = evaluate(task_source, cand_source, dataclasses.replace(cfg, reverify=False, correctness_trials=2))
+    second = evaluate(task_source, cand_source, dataclasses.replace(cfg, reverify=False, correctness_trials=2),
+                      eager_estimate=False)  # its score alone is compared; the first measurement's estimate stands
     v, record = judge_reverify(result.speedup, result.timing, second.speedup, second.success, second.timing,
                                cfg.reverify_tolerance, mode="fresh-process")
     result.timing["reverify_speedup"] = second.speedup

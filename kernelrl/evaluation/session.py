@@ -136,6 +136,7 @@ class Session(HeldPhases):
         self.last_phase = ""  # "side:cmd" of the last held phase (the drain log's "after")
         self.phases: dict[str, float] = {}
         self.keep_rounds = False  # evaluate(keep_rounds=True): timing.rounds_raw (analysis)
+        self.eager_estimate = True  # evaluate(eager_estimate=False): no eager estimate (eager.py; re-verification)
         self.ref_load_s = 0.0  # how long the reference's load took (the candidate's load limit scales with it)
         self._t_mark = time.monotonic()
 

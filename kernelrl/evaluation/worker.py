@@ -7,7 +7,7 @@ by a hostile candidate living in the same process, so the parent trusts nothing 
 returns and *when* they arrive: the parent holds the clock, compares outputs, and never unpickles.
 Commands: load, load_state, inputs (reference only), run (correctness), stage / go / digest (one timing round in
 three parent-timed phases), capture (CUDA graphs of the spans' calls, EvalConfig.cuda_graphs), quiesce (reference
-only), fetch (audit), echo, bandwidth.
+only), fetch (audit), eager (the report-only eager estimate, worker_eager.py), echo, bandwidth.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from kernelrl.evaluation.ipc import Channel
 # them by: a name looked up here at call time is the one the process runs (a patched one included; see the red
 # team's harness patches, tests/redteam/*/).
 from kernelrl.evaluation.worker_digest import digest_round, metas as _metas
+from kernelrl.evaluation.worker_eager import cmd_eager
 from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, generate as _generate,
-                                               generate_columns as _generate_columns, rows as _rows,
-                                               task_module as _task_module)
+                                               generate_columns as _generate_columns, inputs_module as _inputs_module,
+                                               rows as _rows)
 from kernelrl.evaluation.worker_load import cmd_load, cmd_load_state, cmd_warm, flatten_outputs as _flatten_outputs
 from kernelrl.evaluation.worker_state import (STATE, device as _device, host_bytes as _host_bytes,
                                               prefault as _prefault)
@@ -233,14 +234,12 @@ def cmd_draw_run(h, _tensors):
     spent drawing (the reference's sizes the candidate's time limit)."""
     model = STATE["model"]
     dev = _device()
-    if STATE.get("task_module") is None:
-        STATE["task_module"] = (STATE["module"] if STATE.get("task_source") is None
-                                else _task_module(STATE["task_source"]))
+    task_inputs = _inputs_module()
     outs, structure, in_bytes, gen_s = [], [], 0, 0.0
     with torch.no_grad():
         for seed, variant in zip(h["seeds"], h["variants"]):
             t0 = _perf()
-            inputs = _draw_inputs(STATE["task_module"], int(seed), str(variant), dev)
+            inputs = _draw_inputs(task_inputs, int(seed), str(variant), dev)
             gen_s += _perf() - t0
             in_bytes += sum(t.numel() * t.element_size() for t in inputs)
             res = _flatten_outputs(model(*inputs))
@@ -553,7 +552,7 @@ HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_
             "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
             "load_state": cmd_load_state, "draw_run": cmd_draw_run,
             "stage": cmd_stage, "go": cmd_go, "capture": cmd_capture, "digest": cmd_digest, "quiesce": cmd_quiesce,
-            "fetch": cmd_fetch,
+            "fetch": cmd_fetch, "eager": cmd_eager,
             "echo": cmd_echo, "bandwidth": cmd_bandwidth}
 
 

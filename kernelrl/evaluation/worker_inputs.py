@@ -92,6 +92,15 @@ def task_module(source: str):
     return mod
 
 
+def inputs_module():
+    """The module whose get_inputs this worker draws from (draw_inputs): the reference's own module, or in the
+    candidate's worker the task's, built once from the source sent at load (``task_source``)."""
+    if STATE.get("task_module") is None:
+        STATE["task_module"] = (STATE["module"] if STATE.get("task_source") is None
+                                else task_module(STATE["task_source"]))
+    return STATE["task_module"]
+
+
 def float_post(x, post):
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         with torch.no_grad():

@@ -14,7 +14,13 @@ from kernelrl.reports.techniques import describe
 DEFINITIONS = """\
 - **success**: executable and correct (the final-evaluation protocol: its correctness inputs and timing budget
   are in the Sources table). Every unsuccessful task counts as speedup **0** in every statistic, as in the paper.
-- **speedup**: reference time / kernel time from paired, randomised rounds (the evaluator's protocol).
+- **speedup**: reference time / kernel time from paired, randomised rounds (the evaluator's protocol): the **reward
+  clock**, on CUDA GPU time per call with launch overhead removed on both sides (CUDA-graph replay, the held clock),
+  on CPU wall time per call with the harness's fixed overhead removed; the lower bound of a ~95% interval.
+- **eager est.** (where a column shows it): the evaluator's eager estimate, KernelBench-style (one eager call timed
+  at a time, host dispatch included; median over up to 100 calls per side on one fixed input set), the clock the
+  paper and KernelBench report. Report-only: never the reward, and the kernel's own worker times it (a kernel
+  could forge it). Its mean and median are over the successful tasks that have one.
 - **mean / max / p75 / p50 / p25** over all tasks (unsuccessful = 0); percentiles interpolate linearly between
   closest ranks.
 - **faster**: successful with speedup > 1.00.
@@ -45,6 +51,31 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[
 
 SUMMARY_HEADER = ["source", "n", "mean", "max", "p75", "p50", "p25", "success", "faster", "geomean (succ.)",
                   "custom kernels"]
+
+
+EAGER_HEADER = ["eager est. mean (n)", "eager est. median"]
+EAGER_COLUMN = "eager est. (host included, KernelBench-style)"
+
+
+def eager_cells(s: stats.Summary) -> list[str]:
+    """The overall table's eager columns (``EAGER_HEADER``): the estimate's mean with its n, and its median."""
+    if not s.eager_n:
+        return ["-", "-"]
+    return [f"{fmt(s.eager_mean)} (n={s.eager_n})", fmt(s.eager_median)]
+
+
+def reward_clock(device_types: Sequence[str]) -> str:
+    """What a source's speedups were timed on, in a few words (the per-task table's label)."""
+    kinds = {"cpu" if d == "cpu" else "gpu" for d in device_types}
+    if kinds == {"cpu"}:
+        return "CPU wall time, harness overhead removed"
+    if kinds == {"gpu"}:
+        return "GPU time, launch overhead removed"
+    return "GPU time, launch overhead removed; CPU wall time on CPU" if kinds else "the evaluator's clock"
+
+
+def has_eager(rows) -> bool:
+    return any(r.get("eager_speedup") for r in rows)
 
 
 def summary_cells(label: str, s: stats.Summary) -> list[str]:
@@ -82,6 +113,16 @@ def _per_task(report: Report) -> list[str]:
             for r in s.rows:
                 keys.setdefault(r["task_key"], (int(r["level"]), r["task"]))
         by = {s.label: {r["task_key"]: r for r in s.rows} for s in task_sources}
+        # Where any source has the eager estimate, every score column names its clock and each such source gets its
+        # eager column beside it (issue 32: a reader sets these tables beside published ones); else as before.
+        eager = {s.label: has_eager(s.rows) for s in task_sources}
+        labelled = any(eager.values())
+        header = ["task", "level"]
+        for s in task_sources:
+            header.append(f"{s.label}: speedup (reward clock: {reward_clock(s.device_types())})" if labelled
+                          else s.label)
+            if eager[s.label]:
+                header.append(f"{s.label}: {EAGER_COLUMN}")
         rows = []
         for key, (level, name) in sorted(keys.items(), key=lambda kv: (kv[1][0], kv[1][1])):
             cells = [name, str(level)]
@@ -95,19 +136,27 @@ def _per_task(report: Report) -> list[str]:
                     cells.append(f"{fmt(r['speedup'])}{tag}{flags}")
                 else:
                     cells.append(f"0 ({failure_reason(r, 40)})")
+                if eager[s.label]:
+                    cells.append(fmt(r.get("eager_speedup")) if r is not None else "")
             rows.append(cells)
-        out += ["## Per task", "", table(["task", "level", *[s.label for s in task_sources]], rows,
-                                        ["l", "r"] + ["r"] * len(task_sources)), ""]
+        out += ["## Per task", ""]
+        if labelled:
+            out += ["The score is the reward clock's; the eager estimate (host included, as the paper and KernelBench "
+                    "time a call) stands beside it for comparison with published tables and is never rewarded.", ""]
+        out += [table(header, rows, ["l"] + ["r"] * (len(header) - 1)), ""]
     for s in report.sources:
         if s.unit != "kernel":
             continue
+        eager = has_eager(s.rows)
         rows = [[r["task"], r["level"], r["variant"], fmt(r["speedup"]) if r["success"] else "0",
+                 *([fmt(r.get("eager_speedup"))] if eager else []),
                  "yes" if r["success"] else failure_reason(r, 50), ", ".join(r.get("flags") or []),
                  ", ".join(r.get("techniques") or [])]
                 for r in sorted(s.rows, key=lambda r: (r["level"], r["task"], r["variant"]))]
+        header = ["task", "level", "kernel", f"speedup (reward clock: {reward_clock(s.device_types())})"
+                  if eager else "speedup", *([EAGER_COLUMN] if eager else []), "success", "flags", "techniques"]
         out += [f"## Every kernel: {s.label}", "",
-                table(["task", "level", "kernel", "speedup", "success", "flags", "techniques"], rows,
-                      ["l", "r", "l", "r", "l", "l", "l"]), ""]
+                table(header, rows, ["l", "r", "l", "r", *(["r"] if eager else []), "l", "l", "l"]), ""]
     return out
 
 
@@ -186,8 +235,11 @@ def to_markdown(report: Report, plot_files: dict[str, str] | None = None) -> str
     for s in report.sources:
         if s.unit == "kernel":
             lines += [f"*{s.label}* counts kernels, not tasks: every kernel is a row of its statistics.", ""]
-    lines += ["## Overall", "", table(SUMMARY_HEADER, [summary_cells(lbl, g["all"]) for lbl, g in summaries.items()]),
-              ""]
+    # the eager estimate's mean and median beside the overall numbers, where any source has it (report-only)
+    eager = any(g["all"].eager_n for g in summaries.values())
+    lines += ["## Overall", "", table(SUMMARY_HEADER + (EAGER_HEADER if eager else []),
+                                      [summary_cells(lbl, g["all"]) + (eager_cells(g["all"]) if eager else [])
+                                       for lbl, g in summaries.items()]), ""]
     for lvl in report.all_levels():
         key = f"L{lvl}"
         rows = [summary_cells(lbl, g[key]) for lbl, g in summaries.items() if key in g]

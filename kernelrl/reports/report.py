@@ -27,8 +27,22 @@ REPORT_FORMAT = 1
 ROW_FIELDS = [
     "source", "task_key", "task", "level", "variant", "origin", "success", "executable", "correct", "speedup",
     "flags", "custom_kernel_built", "techniques", "device_type", "evaluator_version", "candidate_id",
-    "evaluation_id", "evaluated", "score_raw", "error",
+    "evaluation_id", "evaluated", "score_raw", "error", "eager_speedup", "eager_ref_ms", "eager_cand_ms",
 ]
+
+
+def eager_fields(result: dict[str, Any], success: bool) -> dict[str, float | None]:
+    """The evaluator's eager estimate of a successful kernel (``timing.eager``: KernelBench-style per-call times,
+    host included; report-only, never the reward), as ``eager_speedup``, ``eager_ref_ms``, ``eager_cand_ms``; None
+    where it was not measured (older results, an unsuccessful kernel, the phase failed or was skipped)."""
+    e = (result.get("timing") or {}).get("eager") if success else None
+    out: dict[str, float | None] = {"eager_speedup": None, "eager_ref_ms": None, "eager_cand_ms": None}
+    if isinstance(e, dict):
+        for key, name in (("eager_speedup", "speedup"), ("eager_ref_ms", "ref_ms"), ("eager_cand_ms", "cand_ms")):
+            v = e.get(name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+                out[key] = float(v)
+    return out
 
 
 def make_row(*, source: str, task_key: str, task: str, level: int, result: dict[str, Any] | None,
@@ -66,6 +80,8 @@ def make_row(*, source: str, task_key: str, task: str, level: int, result: dict[
         "wall_s": r.get("wall_s"),  # the evaluation's wall time (set-up, correctness, timing), not a timed span
         # the evaluator's uncapped median ratio (diagnostic: e.g. what an unstable-timing result would have said)
         "score_raw": (r.get("timing") or {}).get("score_raw"),
+        # beside the score, never instead of it: the eager clock the paper and KernelBench report (eager_fields)
+        **eager_fields(r, success),
     }
 
 

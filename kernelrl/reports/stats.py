@@ -12,6 +12,9 @@ Definitions (the paper's, made explicit):
   it beside the success count so the two are read together.
 - **custom_share**: the share of successful kernels whose own CUDA/Triton code built and ran
   (``custom_kernel_built`` from the evaluator), as opposed to PyTorch-level rewrites. Unknown counts as no.
+- **eager_mean / eager_median** (``eager_n``): the evaluator's eager estimate (KernelBench-style per-call times with
+  the host in them; report-only, never the score) over the successful tasks that have one. Not counted as 0 where
+  missing: it is a second clock beside the score, not a score.
 """
 
 from __future__ import annotations
@@ -66,20 +69,30 @@ class Summary:
     geomean_n: int
     custom_kernels: int  # successful kernels with a custom CUDA/Triton kernel that built and ran
     custom_share: float | None  # custom_kernels / success; None when nothing succeeded
+    # The evaluator's eager estimate (timing.eager: KernelBench-style per-call times, host included; report-only, not
+    # the reward) over the successful tasks that have one: mean, median and how many. None / 0 where none has.
+    eager_mean: float | None = None
+    eager_median: float | None = None
+    eager_n: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def summarize(speedups: Sequence[float], success: Sequence[bool] | None = None,
-              custom: Sequence[bool | None] | None = None) -> Summary:
-    """Statistics of one group of tasks (one level, or all). ``success[i]`` False forces task i to 0."""
+              custom: Sequence[bool | None] | None = None, eager: Sequence[float | None] | None = None) -> Summary:
+    """Statistics of one group of tasks (one level, or all). ``success[i]`` False forces task i to 0. ``eager[i]``:
+    task i's eager estimate (None: none); summarised over the successful tasks that have one, never as 0."""
     if success is not None and len(success) != len(speedups):
         raise ValueError("success must have one entry per speedup")
     if custom is not None and len(custom) != len(speedups):
         raise ValueError("custom must have one entry per speedup")
+    if eager is not None and len(eager) != len(speedups):
+        raise ValueError("eager must have one entry per speedup")
     eff = effective_speedups(speedups, success)
     ok = [s > 0 for s in eff]
+    eager_values = [float(eager[i]) for i, good in enumerate(ok) if good and eager is not None
+                    and eager[i] is not None and math.isfinite(float(eager[i])) and float(eager[i]) > 0]
     n_ok = sum(ok)
     n_custom = sum(1 for i, good in enumerate(ok) if good and custom is not None and custom[i] is True)
     gm_values = [s for s in eff if s > 0]
@@ -96,6 +109,9 @@ def summarize(speedups: Sequence[float], success: Sequence[bool] | None = None,
         geomean_n=len(gm_values),
         custom_kernels=n_custom,
         custom_share=(n_custom / n_ok) if n_ok else None,
+        eager_mean=(sum(eager_values) / len(eager_values)) if eager_values else None,
+        eager_median=percentile(eager_values, 0.5) if eager_values else None,
+        eager_n=len(eager_values),
     )
 
 
@@ -109,7 +125,7 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Summary]:
         groups[f"L{lvl}"] = [r for r in rows if int(r["level"]) == lvl]
     return {
         name: summarize([float(r.get("speedup") or 0.0) for r in rs], [bool(r.get("success")) for r in rs],
-                        [r.get("custom_kernel_built") for r in rs])
+                        [r.get("custom_kernel_built") for r in rs], [r.get("eager_speedup") for r in rs])
         for name, rs in groups.items()
     }
 
