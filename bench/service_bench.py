@@ -4,6 +4,11 @@ candidates (the scaling factor), and one forced re-verification that must run on
     python bench/service_bench.py --gpus 0,1 --out bench/results/service_h200x2.json
     python bench/service_bench.py --gpus 0,1 --n 48 --budget-s 1 --correctness-trials 10 --max-minutes 20 --out ...
     python bench/service_bench.py --gpus cpu --cpu-workers 2 --n 6 --budget-s 0.2 --correctness-trials 2   # CPU smoke
+    # one batch over three device calls (the 1-GPU phase of 102 jobs takes ~13 min; a call allows 10):
+    python bench/service_bench.py --gpus 3 --only-single --part 1/2 --n 102 ... --out single1.json   # call 1
+    python bench/service_bench.py --gpus 3 --only-single --part 2/2 --n 102 ... --out single2.json   # call 2
+    python bench/service_bench.py --gpus 1,2,3 --skip-single --n 102 ... --out multi.json            # call 3
+    python bench/service_bench.py --combine single1.json single2.json multi.json --out fleet.json     # here
 
 On this workplace's GPU machines (no registry there; python3 holds torch): the store needs SQLAlchemy, alembic,
 Mako and pydantic(-settings) wheels, kept in the ignored .whl/ folder; carry it and start the command with
@@ -308,24 +313,68 @@ def add_scaling(report: dict) -> None:
         report.update(same_jobs(p1, pn))
 
 
-def combine(single_json: str, multi_json: str, out: str | None) -> int:
-    """One report from two runs of the same batch: the single phase of one, the multi phase (and the forced
-    re-verification) of the other. Refused (exit 2) when the batches or the evaluation settings differ."""
-    a, b = (json.loads(Path(f).read_text()) for f in (single_json, multi_json))
-    pa = [p for p in a["phases"] if p["phase"] == "single"]
+def join_parts(reports: list[dict], batch: list[str]) -> tuple[dict | None, str | None]:
+    """One single phase from --only-single --part K/N runs of one batch (each part every N-th candidate from the
+    K-th): jobs and finished summed, the spans added (the parts ran one after another on one worker, so the rate is
+    all finished jobs over all busy time), each job's service seconds back in batch order. (None, why) when the parts
+    are not exactly 1..N of this batch."""
+    parts = sorted((((r.get("part") or [1, 1]), r) for r in reports), key=lambda kr: kr[0])
+    n = parts[0][0][1]
+    if [k for (k, _), _ in parts] != list(range(1, n + 1)) or any(pn != n for (_, pn), _ in parts):
+        return None, f"the single parts are {[k for k, _ in parts]}, not 1..{n} of {n}"
+    if any((r.get("batch") or r["candidates"]) != batch for _, r in parts):
+        return None, "the batches differ"
+    phases = [next((p for p in r["phases"] if p["phase"] == "single"), None) for _, r in parts]
+    if None in phases:
+        return None, "a report has no single phase"
+    if n == 1:
+        return phases[0], None
+    service: list = [None] * len(batch)
+    for (k, _), ph in zip((kn for kn, _ in parts), phases):
+        for j, v in enumerate(ph.get("service_s") or []):
+            service[(k - 1) + j * n] = v
+    per_worker: dict[str, int] = {}
+    for ph in phases:
+        for w, c in (ph.get("per_worker_jobs") or {}).items():
+            per_worker[w] = per_worker.get(w, 0) + c
+    finished, span = sum(ph["finished"] for ph in phases), sum(ph["span_s"] for ph in phases)
+    joined = dict(phases[0], jobs=sum(ph["jobs"] for ph in phases), finished=finished, service_s=service,
+                  reverified=[t for ph in phases for t in ph.get("reverified") or []],
+                  reverified_on_other_gpu=sum(ph.get("reverified_on_other_gpu") or 0 for ph in phases),
+                  partial=any(ph.get("partial") for ph in phases), wall_s=round(sum(ph["wall_s"] for ph in phases), 2),
+                  span_s=round(span, 2), jobs_per_hour=round(finished / span * 3600, 1) if span > 0 else None,
+                  per_worker_jobs=per_worker, parts=n,
+                  success=sum(ph.get("success") or 0 for ph in phases),
+                  failed_jobs=sum(ph.get("failed_jobs") or 0 for ph in phases))
+    return joined, None
+
+
+def combine(*files: str, out: str | None) -> int:
+    """One report from separate runs of the same batch: the single phase of the first (or of several
+    --only-single --part K/N runs, joined: a 1-GPU phase too long for one device call), the multi phase (and the
+    forced re-verification) of the last. Refused (exit 2) when the batches or the evaluation settings differ."""
+    *singles, multi_json = files
+    reports = [json.loads(Path(f).read_text()) for f in files]
+    *sa, b = reports
+    a = sa[0]
     pb = [p for p in b["phases"] if p["phase"] == "multi"]
     keys = ("budget_s", "correctness_trials", "reverify", "reverify_above", "max_extension_seeds")
-    why = ("the first report has no single phase" if not pa else "the second report has no multi phase" if not pb
-           else "the batches differ" if a["candidates"] != b["candidates"]
-           else "the settings differ" if any(a["settings"].get(k) != b["settings"].get(k) for k in keys) else None)
+    why = ("no single report" if not singles else "the last report has no multi phase" if not pb else None)
+    joined = None
+    if why is None:
+        joined, why = join_parts(sa, b["candidates"])
+    if why is None and any(r["settings"].get(k) != b["settings"].get(k) for r in sa for k in keys):
+        why = "the settings differ"
     if why:
         print(f"--combine refused: {why}", file=sys.stderr)
         return 2
+    pa = [joined]
     report = dict(b, phases=[pa[0], pb[0]], date=a["date"], devices=[*a["devices"][:1], *b["devices"]],
                   device_names=[*a["device_names"][:1], *b["device_names"]],
-                  command=f"{a['command']}  +  {b['command']}  (joined by --combine)",
+                  command="  +  ".join(r["command"] for r in reports) + "  (joined by --combine)",
                   settings=dict(b["settings"], separate_runs=True, concurrent=False),
-                  runs=[{k: r.get(k) for k in ("date", "host", "command", "devices", "warmup")} for r in (a, b)])
+                  runs=[{k: r.get(k) for k in ("date", "host", "command", "devices", "warmup", "part")}
+                        for r in reports])
     report.pop("scaling", None)
     report.pop("same_jobs", None)
     add_scaling(report)
@@ -355,9 +404,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="Only the 1-worker phase, on the first GPU, with the whole time limit: on a machine whose "
                     "other GPUs are busy (a pipeline run), the slow phase can take its 10+ minutes there; a later "
                     "--skip-single run times the same batch on N GPUs and --combine joins the two.")
-    ap.add_argument("--combine", nargs=2, metavar=("SINGLE_JSON", "MULTI_JSON"), default=None,
-                    help="Join an --only-single report and a --skip-single report of the same batch into one with "
-                    "the scaling (refused when their batches or settings differ); writes --out.")
+    ap.add_argument("--part", default=None, metavar="K/N",
+                    help="With --only-single: time only every N-th candidate of the batch from the K-th (one "
+                    "worker needs ~13 min for 102 jobs, a device call allows 10): --combine joins the N parts.")
+    ap.add_argument("--combine", nargs="+", metavar="JSON", default=None,
+                    help="SINGLE_JSON [SINGLE_JSON ...] MULTI_JSON: join --only-single report(s) (one, or the "
+                    "--part K/N runs 1..N) and a --skip-single report of the same batch into one with the scaling "
+                    "(refused when their batches or settings differ); writes --out.")
     ap.add_argument("--reverify", action="store_true",
                     help="Re-measure speedups above reverify_above as a training run does (issue 30's fleet run): in "
                     "the single phase its one worker re-measures in fresh processes at once, in the multi phase "
@@ -379,7 +432,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="Write the JSON report here.")
     a = ap.parse_args(argv)
     if a.combine:
+        if len(a.combine) < 2:
+            ap.error("--combine needs at least a single report and a multi report")
         return combine(*a.combine, out=a.out)
+    part = None
+    if a.part:
+        try:
+            part = [int(x) for x in a.part.split("/")]
+            assert len(part) == 2 and 1 <= part[0] <= part[1]
+        except (ValueError, AssertionError):
+            ap.error(f"--part {a.part!r}: expected K/N with 1 <= K <= N, e.g. 1/2")
+        if not a.only_single:
+            ap.error("--part is for --only-single runs (the multi phase times the whole batch in one call)")
 
     cpu = a.gpus == "cpu"
     devices = ["cpu"] * a.cpu_workers if cpu else [f"cuda:{int(g)}" for g in a.gpus.split(",")]
@@ -395,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
                      reverify=a.reverify, cache_dir=str(cache),
                      **({"reverify_above": a.reverify_above} if a.reverify_above is not None else {}))
     cands = pick_candidates(a.n, not cpu, set(a.expect.split(",")), a.max_extension_seeds)
+    batch = [f"{t.key}/{s.name}" for t, s in cands]
+    if part:  # every N-th from the K-th: round-robin picking puts every task in each part
+        cands = cands[part[0] - 1::part[1]]
     if a.concurrent and len(devices) < 2:
         ap.error("--concurrent needs at least two devices (one for the single phase, the rest for multi)")
     report = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
@@ -405,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
               "settings": {"budget_s": a.budget_s, "correctness_trials": a.correctness_trials,
                            "reverify": a.reverify, "reverify_above": cfg.reverify_above,
                            "concurrent": a.concurrent, "max_extension_seeds": a.max_extension_seeds},
-              "candidates": [f"{t.key}/{s.name}" for t, s in cands], "phases": [], "work_dir": str(work)}
+              "candidates": [f"{t.key}/{s.name}" for t, s in cands], "phases": [], "work_dir": str(work),
+              **({"part": part, "batch": batch} if part else {})}
     rc = 0
     t_start = time.monotonic()
     left = lambda: a.max_minutes * 60 - (time.monotonic() - t_start)  # noqa: E731

@@ -166,13 +166,58 @@ def test_service_bench_joins_a_single_and_a_multi_run_of_the_same_batch_and_refu
     (tmp_path / "s.json").write_text(json.dumps(single))
     (tmp_path / "m.json").write_text(json.dumps(multi))
     out = tmp_path / "fleet.json"
-    assert combine(str(tmp_path / "s.json"), str(tmp_path / "m.json"), str(out)) == 0
+    assert combine(str(tmp_path / "s.json"), str(tmp_path / "m.json"), out=str(out)) == 0
     r = json.loads(out.read_text())
     assert [p["phase"] for p in r["phases"]] == ["single", "multi"]
     assert r["scaling"] == 2.9 and r["scaling_target"] == 2.7 and r["settings"]["separate_runs"] is True
     assert r["same_jobs"]["jobs"] == 3 and r["same_jobs"]["scaling_same_jobs"] == round(3 * 3.0 / 3.3, 3)
     assert "separate runs" in r["markdown"] and "**Scaling: 2.9x**" in r["markdown"]
     # the reports' order matters, and so do their batches
-    assert combine(str(tmp_path / "m.json"), str(tmp_path / "s.json"), None) == 2
+    assert combine(str(tmp_path / "m.json"), str(tmp_path / "s.json"), out=None) == 2
     (tmp_path / "m.json").write_text(json.dumps(dict(multi, candidates=["a/x", "b/y", "b/w"])))
-    assert combine(str(tmp_path / "s.json"), str(tmp_path / "m.json"), None) == 2
+    assert combine(str(tmp_path / "s.json"), str(tmp_path / "m.json"), out=None) == 2
+
+
+def test_service_bench_joins_single_parts_of_one_batch_in_batch_order(tmp_path):
+    """A 1-GPU phase too long for one device call runs as --only-single --part 1/2 and 2/2 (every 2nd candidate
+    from the 1st and from the 2nd); --combine joins them: jobs and busy time summed, service seconds back in batch
+    order, and refuses a missing part or parts of another batch."""
+    import json
+
+    from bench.service_bench import combine
+
+    settings = {"budget_s": 0.5, "correctness_trials": 5, "reverify": True, "reverify_above": 3.0,
+                "max_extension_seeds": 3, "concurrent": False}
+    batch = ["a/x", "b/y", "a/z", "b/w", "a/v"]
+    base = {"date": "d", "host": "h", "n_tasks": 2, "warm": True, "settings": settings, "batch": batch,
+            "devices": ["cuda:3"], "device_names": ["H"], "reverify": {"ran": False, "why": "-"}}
+
+    def part(k, service, span):
+        ph = dict(_phase("single", 1, service, None), span_s=span, jobs_per_hour=len(service) / span * 3600)
+        return dict(base, command=f"--only-single --part {k}/2", part=[k, 2], candidates=batch[k - 1::2],
+                    n_candidates=len(service), phases=[ph])
+
+    (tmp_path / "p2.json").write_text(json.dumps(part(2, [20.0, 40.0], 60.0)))  # b/y, b/w
+    (tmp_path / "p1.json").write_text(json.dumps(part(1, [10.0, 30.0, 50.0], 90.0)))  # a/x, a/z, a/v
+    multi = dict(base, command="--skip-single", devices=["cuda:1", "cuda:2", "cuda:3"], device_names=["H"] * 3,
+                 candidates=batch, n_candidates=5, phases=[_phase("multi", 3, [11.0, 21.0, 31.0, 41.0, 51.0], 324.0)])
+    multi.pop("batch")
+    (tmp_path / "m.json").write_text(json.dumps(multi))
+    out = tmp_path / "fleet.json"
+    files = [str(tmp_path / f) for f in ("p2.json", "p1.json", "m.json")]  # any order of the parts
+    assert combine(*files, out=str(out)) == 0
+    r = json.loads(out.read_text())
+    single = r["phases"][0]
+    assert single["service_s"] == [10.0, 20.0, 30.0, 40.0, 50.0] and single["finished"] == 5 and single["parts"] == 2
+    assert single["span_s"] == 150.0 and single["jobs_per_hour"] == 120.0  # 5 jobs in 150 s of busy time
+    assert r["scaling"] == 2.7 and r["same_jobs"]["jobs"] == 5 and len(r["runs"]) == 3
+    assert combine(files[0], files[2], out=None) == 2  # part 1 missing
+    (tmp_path / "p1.json").write_text(json.dumps(dict(part(1, [10.0, 30.0, 50.0], 90.0), batch=batch[::-1])))
+    assert combine(*files, out=None) == 2  # a part of another batch
+    import pytest
+
+    from bench.service_bench import main
+
+    for bad in (["--part", "3/2", "--only-single"], ["--part", "1/2"], ["--part", "x", "--only-single"]):
+        with pytest.raises(SystemExit):  # refused before anything starts
+            main(["--gpus", "cpu", *bad])
