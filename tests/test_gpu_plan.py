@@ -167,15 +167,15 @@ def test_fleet_workers_share_the_queue_and_a_killed_worker_s_job_is_taken_over(i
         q = JobQueue(st)
         victim = None
         # the first job a fleet worker holds; the fleet does not wait for its workers to serve: two cold worker
-        # processes on the 2-core CI machine took over 15 s to claim once (a fresh clone, 2026-11-27), and over 60 s
-        # once beside other work (2026-11-28): wait while they live, up to 4 minutes, and say what they printed
-        deadline = time.monotonic() + 240
-        while victim is None and time.monotonic() < deadline and fleet.alive():
+        # processes on the 2-core CI machine took over 15 s to claim once (a fresh clone, 2026-11-27), over 60 s once
+        # in a full make test run beside other work (2026-11-28): up to 4 minutes
+        for _ in range(4800):
             running = [s for s in q.status(ids).values() if s.status == "running"]
-            victim = running[0] if running else None
+            if running:
+                victim = running[0]
+                break
             time.sleep(0.05)
-        logs = {w["log"]: Path(w["log"]).read_text(errors="replace")[-1500:] for w in fleet.workers}
-        assert victim is not None, f"no fleet worker claimed a job; alive: {fleet.alive()}; logs: {logs}"
+        assert victim is not None, "no fleet worker claimed a job"
         w = next(w for w in fleet.workers if w["worker_id"] == victim.worker)
         vid = next(i for i, st_ in q.status(ids).items() if st_.candidate_id == victim.candidate_id)
         os.kill(w["pid"], signal.SIGKILL)
