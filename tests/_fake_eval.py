@@ -2,7 +2,8 @@
 tests._fake_eval:fake_evaluate``). They time nothing: they sleep, log the call, and return a result dict.
 
 Knobs (environment of the worker process, or the candidate source):
-- FAKE_EVAL_SLEEP: seconds per evaluation (default 0.01)
+- FAKE_EVAL_SLEEP: seconds per evaluation (default 0.01); "# fake-sleep: X" in the candidate source wins (a fleet's
+  workers get an allow-listed environment without FAKE_EVAL_*: flows/fleet.py)
 - FAKE_EVAL_LOG: append "<pid> <source hash>" per call (to count re-timings)
 - FAKE_EVAL_FACTOR: multiply the speedup (another "GPU" measuring differently)
 - "# fake-speedup: X" in the candidate source: the speedup (default 1.5); "# fake-fail" fails the candidate
@@ -24,7 +25,8 @@ def fake_evaluate(task_source, cand_source, cfg):
     if log:
         with open(log, "a") as f:
             f.write(f"{os.getpid()} {hashlib.sha256(cand_source.encode()).hexdigest()[:12]}\n")
-    time.sleep(float(os.environ.get("FAKE_EVAL_SLEEP", "0.01")))
+    m = re.search(r"# fake-sleep: ([0-9.]+)", cand_source)  # for workers whose environment is allow-listed
+    time.sleep(float(m.group(1)) if m else float(os.environ.get("FAKE_EVAL_SLEEP", "0.01")))
     m = re.search(r"# fake-speedup: ([0-9.]+)", cand_source)
     speedup = float(m.group(1)) if m else 1.5
     speedup = round(speedup * float(os.environ.get("FAKE_EVAL_FACTOR", "1")), 2)

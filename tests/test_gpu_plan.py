@@ -142,7 +142,7 @@ def test_the_local_runner_gives_each_stage_its_gpus(isolated_home, tmp_path, mon
     assert not e.value.retryable and "dedicated GPUs" in str(e.value)
 
 
-def test_fleet_workers_share_the_queue_and_a_killed_worker_s_job_is_taken_over(isolated_home, monkeypatch):
+def test_fleet_workers_share_the_queue_and_a_killed_worker_s_job_is_taken_over(isolated_home):
     """Two fleet workers (CPU here, one per evaluator GPU on a GPU host) drain one queue; SIGKILL one while it
     holds a job: its lease lapses, the other finishes the job, and every job has exactly one evaluation."""
     from flows.fleet import EvaluatorFleet
@@ -153,8 +153,9 @@ def test_fleet_workers_share_the_queue_and_a_killed_worker_s_job_is_taken_over(i
     from kernelrl.tasks import get_task
 
     # each job takes 3 s, so the job of the worker killed within ~0.1 s of being seen running cannot finish first
-    # (with 1.5 s and a loaded CPU, the victim once completed it before the kill landed)
-    monkeypatch.setenv("FAKE_EVAL_SLEEP", "3")
+    # (with 1.5 s and a loaded CPU, the victim once completed it before the kill landed). In the candidate source:
+    # the fleet's workers get an allow-listed environment, so FAKE_EVAL_SLEEP never reached them and each job took
+    # 10 ms; the poll below caught one running only by luck (it missed them all once in a full make test run)
     st = Store(None)
     st.upgrade()
     fleet = EvaluatorFleet(["cpu", "cpu"], "f1", isolated_home, lease_s=2.0, reverify_wait_s=0.0, grace_s=5.0,
@@ -163,7 +164,8 @@ def test_fleet_workers_share_the_queue_and_a_killed_worker_s_job_is_taken_over(i
     with fleet.start():
         assert len(json.loads((isolated_home / "runs" / "f1" / "fleet.json").read_text())["workers"]) == 2
         svc = EvalService(st, EvalConfig(device="cpu", reverify=False), local_workers=0, evaluator_version="fake-1")
-        ids = svc.submit_many([EvalRequest(task, f"# fake-speedup: 1.{i}\nx = {i}\n") for i in range(3)])
+        ids = svc.submit_many([EvalRequest(task, f"# fake-speedup: 1.{i}\n# fake-sleep: 3\nx = {i}\n")
+                               for i in range(3)])
         q = JobQueue(st)
         victim = None
         # the first job a fleet worker holds; the fleet does not wait for its workers to serve: two cold worker
