@@ -5,6 +5,7 @@ needs an engine with registry access (not run here)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -101,6 +102,10 @@ def test_run_in_container_parses_the_result_and_removes_the_container():
                            client=client)
     assert res["speedup"] == 1.7 and res["sandbox"]["docker"]["gpu_uuid"] == UUID
     assert c.removed and "ModelNew" in client.job and client.kwargs["network_mode"] == "none"
+    assert json.loads(client.job)["eager_estimate"] is True  # the container runs evaluate(eager_estimate=...)
+    client = FakeClient(FakeContainer(c.out))
+    run_in_container("img", UUID, "t", "c", {}, client=client, eager_estimate=False)  # a reward job's
+    assert json.loads(client.job)["eager_estimate"] is False
     assert not Path(next(iter(client.kwargs["volumes"]))).exists()  # the job dir is cleaned up
     with pytest.raises(RuntimeError, match="without a result"):
         run_in_container("img", UUID, "t", "c", {}, client=FakeClient(FakeContainer(b"", b"boom")))

@@ -113,10 +113,11 @@ def container_spec(image: str, gpu_uuid: str | None, *, job_dir: str | Path, cac
 
 def run_in_container(image: str, gpu_uuid: str | None, task_source: str, cand_source: str, settings: dict[str, Any], *,
                      client=None, timeout_s: float | None = None, cache_dir: str | Path | None = None,
-                     **spec_kw) -> dict[str, Any]:
+                     eager_estimate: bool = True, **spec_kw) -> dict[str, Any]:
     """Evaluate one candidate in a fresh container; returns ``EvalResult.to_dict()``. A container that runs
     past ``timeout_s`` (default: settings' max_wall_s + 120 s for start-up) is killed and scored as a timeout;
-    a container that prints no result is a harness failure (RuntimeError: the job is retried)."""
+    a container that prints no result is a harness failure (RuntimeError: the job is retried). ``eager_estimate``:
+    as ``evaluate``'s (the report-only eager estimate; the job worker skips it for rewards)."""
     import docker
     from requests.exceptions import ConnectionError as ReqConnectionError
     from requests.exceptions import ReadTimeout
@@ -125,7 +126,7 @@ def run_in_container(image: str, gpu_uuid: str | None, task_source: str, cand_so
     job_dir = Path(tempfile.mkdtemp(prefix="kernelrl-docker-job-"))
     os.chmod(job_dir, 0o755)
     (job_dir / "job.json").write_text(json.dumps({"task_source": task_source, "candidate_source": cand_source,
-                                                  "settings": settings}))
+                                                  "settings": settings, "eager_estimate": eager_estimate}))
     os.chmod(job_dir / "job.json", 0o644)
     client = client or docker.from_env()
     container = None
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     device = "cuda:0" if torch.cuda.is_available() and str(cfg.device).startswith("cuda") else "cpu"
     cfg = dataclasses.replace(cfg, device=device, reverify=False,
                               cache_dir=os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp/kernelrl-cache").rsplit("/", 1)[0])
-    res = evaluate(job["task_source"], job["candidate_source"], cfg)
+    res = evaluate(job["task_source"], job["candidate_source"], cfg, eager_estimate=job.get("eager_estimate", True))
     sys.stdout.write(RESULT_PREFIX + json.dumps(res.to_dict()) + "\n")
     sys.stdout.flush()
     return 0

@@ -337,18 +337,19 @@ class Worker:
         cfg = config_from_settings(job.settings, self.device)
         if job.parent_id is not None:  # a re-measurement is about the timing: correctness was checked already
             cfg = dataclasses.replace(cfg, correctness_trials=min(cfg.correctness_trials, REVERIFY_TRIALS))
+        # The eager estimate (eager.py) is for reports and people, not the policy: a reward evaluation or a
+        # re-measurement skips its ~0.5-1 s (evaluations per GPU-hour are a target of their own).
+        eager = job.purpose != "reward" and job.parent_id is None
         if self.sandbox == "docker":
             from kernelrl.evaluation.docker_sandbox import run_in_container
 
             d = run_in_container(self.image, self.gpu_uuid, task_source, cand_source, dataclasses.asdict(cfg),
-                                 labels={"kernelrl.worker": self.worker_id})
+                                 labels={"kernelrl.worker": self.worker_id}, eager_estimate=eager)
         else:
             from kernelrl.evaluation.api import evaluate
 
-            # The eager estimate (eager.py) is for reports and people, not the policy: a reward evaluation or a
-            # re-measurement skips its ~0.5-1 s (evaluations per GPU-hour are a target of their own).
-            kw = {"eager_estimate": job.purpose != "reward" and job.parent_id is None} \
-                if self.evaluate_fn is evaluate else {}
+            # (test fakes, --evaluate-fn, take the three positional arguments only)
+            kw = {"eager_estimate": eager} if self.evaluate_fn is evaluate else {}
             res = self.evaluate_fn(task_source, cand_source, cfg, **kw)
             d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
         d.update(worker=self.worker_id, worker_device=self.device, gpu_uuid=self.gpu_uuid, job_id=job.id)
