@@ -497,8 +497,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if not a.skip_single:
                 share = 1.0 if a.only_single else 0.6
+                # --only-single keeps a short reserve too: cancelling, the last results and stopping the worker
+                # come after the phase's cut, inside --max-minutes (a call's timeout set from it then holds)
                 p1, single = run_phase("single", devices[:1], cands, cfg, work, a.store,
-                                       (left() - (0 if a.only_single else reserve)) * share, single_wait)
+                                       (left() - (30.0 if a.only_single else reserve)) * share, single_wait)
                 report["phases"].append(p1)
                 print(f"phase single: {p1}", file=sys.stderr)
             if a.only_single:
