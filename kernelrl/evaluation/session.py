@@ -159,6 +159,7 @@ class Session(HeldPhases):
         SPARES.per_key = max(SPARES.per_key, n_spares)
         SPARES.starters = max(SPARES.starters, SPARE_STARTERS)
         use_spares = n_spares > 0
+        fresh_cand = False
         for role, source, cache in (("cand", self.cand_source, self.cand_cache), ("ref", self.task_source,
                                                                                   self.ref_cache)):
             w = SPARES.take(role, common) if use_spares else None
@@ -169,11 +170,20 @@ class Session(HeldPhases):
                     self.spares_used += 1
                 else:
                     w = WorkerProcess(role, cache_dir=cache, module_source=source, lock_timeout=wait, **common)
+                    fresh_cand = fresh_cand or role == "cand"
             except TimeoutError as e:
                 if w is not None:
                     w.close()
                 raise CandidateFailed("timeout", str(e), executable=False) from None
             setattr(self, role, w)
+        # A fresh candidate worker finishes its start-up (interpreter, torch import, device context: cmd_warm, as a
+        # spare does ahead of time) while the reference loads, instead of frozen halfway by the reference's first
+        # request and resumed only after calibration: the cold `kernelrl eval` on the H100 spent 6.3-6.6 s in the
+        # candidate's "build" of a plain-PyTorch ELU, all of it that start-up (bench/results/
+        # 2026-11-28-h100x4-evaluator-v13b). No candidate code exists in it yet, and the reference's load is not
+        # timed; it is idle (and frozen as before) by the time calibration starts.
+        if fresh_cand:
+            self.cand.chan.send({"cmd": "warm", "device": self.device})
         if uses_held_clock(self):
             common["blocking_sync"] = False  # the holder's probes and reads keep the default (spinning) schedule
             w = SPARES.take("holder", common) if use_spares else None
@@ -183,8 +193,10 @@ class Session(HeldPhases):
         h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),
                                         "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed,
                                         "train_mode": self.cfg.train_mode},
-                             timeout=self.cfg.max_wall_s, harness=True)
+                             timeout=self.cfg.max_wall_s, harness=True, hold=not fresh_cand)
         self.ref_load_s = time.monotonic() - t_load
+        if fresh_cand:
+            self._cand_warmed()
         pin_threads(self.ref.pid, self.cpus)
         if self.holder is not None:
             hh, _ = self._req(self.holder, {"cmd": "holder", "device": self.device, "paths": self.sems.paths},
@@ -194,6 +206,21 @@ class Session(HeldPhases):
         self.init_inputs = h["init_inputs"]
         self.template = h["template"]
         self.state_names, self.state = h["state_names"], state
+
+    def _cand_warmed(self) -> None:
+        """The fresh candidate worker's reply to ``warm`` (start_ref), before anything else is asked of it. Only our
+        worker code has run in it: a failure here is its start-up's (the candidate is charged, as when its load
+        cannot start)."""
+        try:
+            h, _ = self.cand.chan.recv(timeout=self._left(max(self.cfg.load_timeout_s, 120.0)))
+        except Timeout:
+            raise CandidateFailed("timeout", "the candidate's worker did not start", executable=False) from None
+        except (ProtocolError, OSError):
+            raise CandidateFailed("crashed", f"candidate process {self.cand.exit_reason()} while starting: "
+                                  f"{self.cand.log_tail(600)}", executable=False) from None
+        if not h.get("ok"):
+            raise CandidateFailed("crashed", f"the candidate's worker could not start: {h.get('error')}",
+                                  executable=False)
 
     def start_cand(self) -> dict:
         self.cand_code_ran = True
