@@ -31,6 +31,7 @@ from pathlib import Path
 
 import psutil
 
+from kernelrl.evaluation import ipc
 from kernelrl.evaluation.ipc import Channel
 from kernelrl.evaluation.mounts import apply_mount_plan, mount_plan, needed_paths
 
@@ -275,6 +276,15 @@ def lock_cache(cache_dir: Path, timeout: float) -> int:
     return fd
 
 
+def side_memfd() -> int | None:
+    """A fresh anonymous memory file for one worker's large replies (ipc.SIDE_MIN_BYTES; close-on-exec, so only
+    the worker it is passed to holds it), or None where memfd_create is missing: the pipe carries everything."""
+    try:
+        return os.memfd_create("kernelrl-out", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return None
+
+
 class WorkerProcess:
     """One sandboxed worker and its channel."""
 
@@ -309,6 +319,7 @@ class WorkerProcess:
             (self.tmp / f".m{i}").mkdir()
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
+        side = side_memfd()  # this worker's alone (close-on-exec here: no other child inherits it)
         self.log_path = self.tmp / "worker.log"
         log = open(self.log_path, "wb")
         env = scrubbed_env(self.tmp, cache_dir, threads)
@@ -318,10 +329,12 @@ class WorkerProcess:
             mem_limit_mb = None  # CUDA reserves huge virtual ranges: RLIMIT_AS would break it
         # Spawned and registered under the registry lock: another thread's kill_orphans must never see this
         # worker as an unknown child (it killed fresh workers of concurrent evaluations: "Broken pipe").
+        side_args = [str(side), str(ipc.SIDE_MIN_BYTES)] if side is not None else []
         with REGISTRY_LOCK:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernelrl.evaluation.worker", str(p2c_r), str(c2p_w)],
-                pass_fds=(p2c_r, c2p_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.tmp, env=env,
+                [sys.executable, "-m", "kernelrl.evaluation.worker", str(p2c_r), str(c2p_w), *side_args],
+                pass_fds=(p2c_r, c2p_w, *([side] if side is not None else [])),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.tmp, env=env,
                 start_new_session=True, preexec_fn=_preexec(mem_limit_mb, isolate_net, uid, plan, self.tmp, cpus),
             )
             ACTIVE_WORKERS.add(self.proc.pid)
@@ -330,8 +343,8 @@ class WorkerProcess:
         log.close()
         os.close(p2c_r)
         os.close(c2p_w)
-        self.chan = Channel(c2p_r, p2c_w)
-        self.fds = (c2p_r, p2c_w)
+        self.chan = Channel(c2p_r, p2c_w, side_fd=side)
+        self.fds = (c2p_r, p2c_w, *([side] if side is not None else []))
         self.stopped = False
         self.frozen_pids: set[int] = set()
         self.thawed_pids: set[int] = set()  # the processes thawed last (cpu_seconds)

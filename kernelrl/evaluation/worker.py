@@ -1,6 +1,6 @@
 """The code that runs inside a sandboxed worker process (reference or candidate).
 
-    python -m kernelrl.evaluation.worker FD_IN FD_OUT
+    python -m kernelrl.evaluation.worker FD_IN FD_OUT [FD_SIDE [SIDE_MIN_BYTES]]
 
 It answers the parent's commands over the channel (``kernelrl.evaluation.ipc``). Anything here can be patched
 by a hostile candidate living in the same process, so the parent trusts nothing it says except the bytes it
@@ -558,8 +558,10 @@ HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_
 
 def main() -> None:
     fd_in, fd_out = int(sys.argv[1]), int(sys.argv[2])
+    side_fd = int(sys.argv[3]) if len(sys.argv) > 3 else None  # large replies' memfd (ipc.SIDE_MIN_BYTES)
+    side_min = int(sys.argv[4]) if len(sys.argv) > 4 else None
     os.dup2(2, 1)  # whatever the candidate prints goes to the log, never onto the protocol channel
-    chan = Channel(fd_in, fd_out)
+    chan = Channel(fd_in, fd_out, side_fd=side_fd, side_min_bytes=side_min)
     while True:
         header, tensors = chan.recv(spin_s=STATE.pop("spin_next", 0.0))
         cmd = header.get("cmd")
