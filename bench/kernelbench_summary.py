@@ -4,6 +4,7 @@ from one ``kernelrl bench`` report over the KernelBench suite.
     kernelrl bench --suite kb --source baseline:self --source baseline:compile \\
         --source baseline:compile-reduce-overhead --source baseline:cuda-graph --device cuda --workers 0 --out r/
     python bench/kernelbench_summary.py r/report.json --out bench/results/<date>-<kind>-kernelbench/
+    python bench/kernelbench_summary.py lane0/report.json lane1/report.json ... --out ...   # one bench per GPU, merged
 
 (``kb``: a link to ``../shared/kernelbench`` ignored by git, its level folders named in the device call's carry.)
 
@@ -50,10 +51,32 @@ def cause(row: dict) -> str:
     return "other: " + (str(row.get("error") or ", ".join(row.get("flags") or [])) or "incorrect")[:80]
 
 
+def merge(reports: list[dict]) -> dict:
+    """Several reports of one suite (one ``kernelrl bench`` per GPU, each a share of the tasks, or a later run
+    finishing what an earlier one's --max-minutes left) as one: per source label, one row per task, an evaluated
+    row over a not-evaluated one, the later report's over the earlier's when both were evaluated."""
+    labels: list[str] = []
+    rows: dict[str, dict[str, dict]] = {}
+    for rep in reports:
+        for src in rep["sources"]:
+            if src["label"] not in rows:
+                labels.append(src["label"])
+                rows[src["label"]] = {}
+            have = rows[src["label"]]
+            for r in src["rows"]:
+                old = have.get(r["task_key"])
+                if old is None or r.get("evaluated") or not old.get("evaluated"):
+                    have[r["task_key"]] = r
+    return {"sources": [{"label": lab, "rows": list(rows[lab].values())} for lab in labels]}
+
+
 def summarise(report: dict) -> dict:
     sources = {s["label"]: s["rows"] for s in report["sources"]}
     if SELF not in sources:
         raise SystemExit(f"the report has no '{SELF}' source (kernelrl bench --source baseline:self)")
+    # a task the run never reached (--max-minutes) is neither a success nor a failure: listed apart
+    not_reached = sorted(r["task_key"] for r in sources[SELF] if r.get("evaluated") is False)
+    sources = {lab: [r for r in rows if r.get("evaluated") is not False] for lab, rows in sources.items()}
     me = sources[SELF]
     within = [r for r in me if r["success"] and 0.98 <= float(r["speedup"]) <= 1.02]
     fatal = [r for r in me if set(r.get("flags") or []) & (FATAL - RESOURCE)]
@@ -71,7 +94,8 @@ def summarise(report: dict) -> dict:
         baselines[label] = {"tables": {g: t.to_dict() for g, t in summarize_rows(rows).items()},
                             "first_call_s_median": percentile(first, 0.5) if first else None,
                             "first_call_s_max": max(first, default=None)}
-    return {"tasks": len(me), "self_within_2pct": round(len(within) / len(me), 4) if me else None,
+    return {"tasks": len(me), "not_evaluated": not_reached,
+            "self_within_2pct": round(len(within) / len(me), 4) if me else None,
             "self_fatal_flags": len(fatal), "self_fatal": {r["task_key"]: r.get("flags") for r in fatal},
             "failures": {k: {"count": len(v), "tasks": v} for k, v in sorted(failures.items())},
             "median_eval_wall_s": percentile(walls, 0.5) if walls else None,
@@ -91,8 +115,8 @@ def tasks_md(report: dict) -> str:
         cells = []
         for lab in sources:
             r = by_task[key].get(lab)
-            cells.append("-" if r is None else (f"{float(r['speedup']):.2f}" if r["success"] else
-                                                 "fail: " + cause(r)[:40]))
+            cells.append("-" if r is None else "not reached" if r.get("evaluated") is False else
+                         f"{float(r['speedup']):.2f}" if r["success"] else "fail: " + cause(r)[:40])
         w = (by_task[key].get(SELF) or {}).get("wall_s")
         lines.append(f"| {key} | " + " | ".join(cells) + f" | {w if w is not None else '-'} |")
     return "\n".join(lines) + "\n"
@@ -100,15 +124,17 @@ def tasks_md(report: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("report", type=Path, help="report.json of kernelrl bench over the KernelBench suite")
+    ap.add_argument("report", type=Path, nargs="+", help="report.json of kernelrl bench over the KernelBench suite "
+                    "(several: merged, e.g. one per GPU)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
-    report = json.loads(a.report.read_text())
+    report = merge([json.loads(p.read_text()) for p in a.report])
     a.out.mkdir(parents=True, exist_ok=True)
     s = summarise(report)
     (a.out / "summary.json").write_text(json.dumps(s, indent=1))
     (a.out / "tasks.md").write_text(tasks_md(report))
-    print(json.dumps({k: v for k, v in s.items() if k not in ("baselines", "failures", "self_fatal")}, indent=1))
+    print(json.dumps({k: v for k, v in s.items() if k not in ("baselines", "failures", "self_fatal", "not_evaluated")}
+                     | {"not_evaluated": len(s["not_evaluated"])}, indent=1))
     if s["max_eval_wall_s"] is not None:
         print(f"wall per evaluation: median {s['median_eval_wall_s']:.1f} s, max {s['max_eval_wall_s']:.1f} s")
     return 0

@@ -141,6 +141,24 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     assert b["tables"]["L3"]["mean"] == 0.5
 
 
+def test_kernelbench_summary_merges_lanes_and_lists_tasks_not_reached_apart():
+    """One bench per GPU, each cut by --max-minutes: merged per source, an evaluated row wins over a not-evaluated
+    one whichever report it is in, and tasks never reached are listed, not counted as failures."""
+    from bench.kernelbench_summary import SELF, merge, summarise
+
+    def row(key, speedup=1.0, evaluated=True):
+        return {"task_key": key, "level": 1, "speedup": speedup if evaluated else 0.0, "success": evaluated,
+                "flags": [], "error": None if evaluated else "not evaluated: the --max-minutes budget was spent",
+                "evaluated": evaluated, "wall_s": 10.0 if evaluated else None, "timing": {}}
+
+    lane0 = {"sources": [{"label": SELF, "rows": [row("kb/L1/a"), row("kb/L1/b", evaluated=False)]}]}
+    lane1 = {"sources": [{"label": SELF, "rows": [row("kb/L1/b", 0.99), row("kb/L1/c", evaluated=False)]}]}
+    later = {"sources": [{"label": SELF, "rows": [row("kb/L1/a", evaluated=False)]}]}
+    s = summarise(merge([lane0, lane1, later]))
+    assert s["tasks"] == 2 and s["self_within_2pct"] == 1.0 and s["failures"] == {}
+    assert s["not_evaluated"] == ["kb/L1/c"] and s["evaluations"] == 2
+
+
 def _phase(name: str, workers: int, service: list, rate: float) -> dict:
     return {"phase": name, "workers": workers, "devices": [f"cuda:{i}" for i in range(workers)], "jobs": len(service),
             "finished": sum(s is not None for s in service), "service_s": service, "reverified": [],
