@@ -25,9 +25,10 @@ import torch
 MAX_HEADER = 16 * 1024 * 1024
 MAX_PAYLOAD = 8 * 1024 * 1024 * 1024
 # Messages whose tensors total this many bytes or more go through the side memfd. A pipe moves ~1 MB per
-# read/write pair through the kernel's pipe buffer (two copies, a wake-up each: measured 0.14-0.25 GiB/s for 1 GiB on
-# the H100 host, so a 6.4 GB softmax output took most of a minute per crossing); the memfd takes one pwrite and one
-# preadv per tensor at memory speed. Small messages (every timed span's request and reply) stay on the pipe: one
+# read/write pair through the kernel's pipe buffer (two copies, a wake-up each: 1 GiB took 1.3-1.6 s on a 16-core
+# H100 VM, 4-7 s on the 2-core CPU VM; a 6.4 GB softmax output crosses twice per correctness set); the memfd takes
+# one pwrite and one preadv per tensor (0.9-1.4 s a GiB there: fresh pages are most of the cost).
+# Small messages (every timed span's request and reply) stay on the pipe: one
 # path for the latency-critical traffic, and no shared file to set up for kilobytes.
 SIDE_MIN_BYTES = 64 * 1024 * 1024
 SIDE_IO_BYTES = 256 * 1024 * 1024  # one pwrite/preadv moves at most this much (a partial write is retried anyway)
