@@ -113,16 +113,37 @@ def structure(xs: list[torch.Tensor]) -> dict:
     """Matrix structure every sample of an input shares (triangular, strictly triangular, symmetric in its last
     two dims): timing inputs are generated with it, so a candidate that relies on the task's input contract (an
     upper-triangular product) is timed on inputs that honour it."""
-    if xs[0].dim() < 2 or not xs[0].numel():
+    found = [structure_of(t) for t in xs]
+    return merge_structures(found) if found else {}
+
+
+# The structures structure_of tests, in the order the first one that holds is taken: (name, fn, diagonal).
+_TRI = (("triu", torch.triu, (1, 0)), ("tril", torch.tril, (-1, 0)))
+
+
+def structure_of(t: torch.Tensor) -> dict:
+    """Every structure one sample has (all diagonals that hold, symmetry): merged over samples by
+    merge_structures, so the samples need not be held at once (KernelBench's largest inputs are gigabytes)."""
+    if t.dim() < 2 or not t.numel():
+        return {"none": True}
+    st: dict = {name: [d for d in ds if torch.equal(t, fn(t, d))] for name, fn, ds in _TRI}
+    if t.shape[-1] == t.shape[-2] and torch.allclose(t, t.transpose(-1, -2), rtol=1e-5,
+                                                     atol=1e-6 * float(t.abs().max())):
+        st["sym"] = True
+    return st
+
+
+def merge_structures(found: list[dict]) -> dict:
+    """What every sample shares: the first diagonal (in _TRI's order) that holds in all of them, and symmetry."""
+    if any(f.get("none") for f in found):
         return {}
     st: dict = {}
-    for name, fn, ds in (("triu", torch.triu, (1, 0)), ("tril", torch.tril, (-1, 0))):
+    for name, _, ds in _TRI:
         for d in ds:
-            if all(torch.equal(t, fn(t, d)) for t in xs):
+            if all(d in f[name] for f in found):
                 st[name] = d
                 break
-    if xs[0].shape[-1] == xs[0].shape[-2] and all(
-            torch.allclose(t, t.transpose(-1, -2), rtol=1e-5, atol=1e-6 * float(t.abs().max())) for t in xs):
+    if all(f.get("sym") for f in found):
         st["sym"] = True
     return st
 
@@ -137,34 +158,66 @@ def apply_structure(x: torch.Tensor, t: dict) -> torch.Tensor:
     return x
 
 
-def input_template(module) -> list[dict]:
+def input_template(module, dev: torch.device | None = None) -> list[dict]:
     """Shapes, dtypes and value ranges of get_inputs(), from a few samples: timing rounds regenerate inputs
-    on the device from a seed with the same shapes and ranges (no host transfer inside the clock)."""
-    samples = []
+    on the device from a seed with the same shapes and ranges (no host transfer inside the clock). On a GPU the
+    samples are drawn there (torch's default device, as draw_inputs does) and reduced one at a time: KernelBench's
+    softmax draws 6.4 GB a sample, which took most of a minute on the host (three of them, page faults included)
+    before its first correctness set (py-spy, bench/results/2026-11-28-h200x2-evaluator-v13c). On the CPU the
+    samples, and so the template, are what they always were."""
+    on_gpu = dev is not None and dev.type == "cuda"
+    stats: list[list[dict]] = []  # per sample, per input: the reductions below
+    first = None
     for seed in (1, 2, 3):
         torch.manual_seed(seed)
-        samples.append(module.get_inputs())
+        if on_gpu:
+            with torch.device(dev):
+                sample = module.get_inputs()
+        else:
+            sample = module.get_inputs()
+        if first is None:
+            first = [x if not isinstance(x, torch.Tensor) else torch.empty(0, dtype=x.dtype) for x in sample]
+            shapes = [list(x.shape) if isinstance(x, torch.Tensor) else None for x in sample]
+        stats.append([_reduce(x) if isinstance(x, torch.Tensor) else {} for x in sample])
+        del sample
     out = []
-    for i, x in enumerate(samples[0]):
+    for i, x in enumerate(first):
         if not isinstance(x, torch.Tensor):
             out.append({"kind": "const", "value": jsonable(x)})
             continue
-        xs = [s[i] for s in samples]
+        ss = [s[i] for s in stats]
         dtype = str(x.dtype).removeprefix("torch.")
         if x.dtype == torch.bool:
-            out.append({"kind": "bool", "shape": list(x.shape), "dtype": dtype})
+            out.append({"kind": "bool", "shape": shapes[i], "dtype": dtype})
         elif x.is_floating_point():
-            lo = min(float(t.min()) for t in xs) if x.numel() else 0.0
-            hi = max(float(t.max()) for t in xs) if x.numel() else 1.0
-            std = float(torch.stack([t.float().std() for t in xs]).mean()) if x.numel() > 1 else 1.0
-            mean = float(torch.stack([t.float().mean() for t in xs]).mean()) if x.numel() else 0.0
-            out.append({"kind": "float", "shape": list(x.shape), "dtype": dtype, "nonneg": lo >= 0, "lo": lo,
-                        "hi": hi, "std": std, "mean": mean, **structure(xs)})
+            nz = ss[0]["numel"]
+            lo = min(s["min"] for s in ss) if nz else 0.0
+            hi = max(s["max"] for s in ss) if nz else 1.0
+            std = float(torch.tensor([s["std"] for s in ss]).mean()) if nz > 1 else 1.0
+            mean = float(torch.tensor([s["mean"] for s in ss]).mean()) if nz else 0.0
+            out.append({"kind": "float", "shape": shapes[i], "dtype": dtype, "nonneg": lo >= 0, "lo": lo,
+                        "hi": hi, "std": std, "mean": mean, **merge_structures([s["structure"] for s in ss])})
         else:
-            lo = min(int(t.min()) for t in xs) if x.numel() else 0
-            hi = max(int(t.max()) for t in xs) if x.numel() else 1
-            out.append({"kind": "int", "shape": list(x.shape), "dtype": dtype, "lo": lo, "hi": hi + 1})
+            lo = min(int(s["min"]) for s in ss) if ss[0]["numel"] else 0
+            hi = max(int(s["max"]) for s in ss) if ss[0]["numel"] else 1
+            out.append({"kind": "int", "shape": shapes[i], "dtype": dtype, "lo": lo, "hi": hi + 1})
     return out
+
+
+def _reduce(t: torch.Tensor) -> dict:
+    """One sample's reductions for input_template (plain Python numbers: the sample itself is dropped)."""
+    r: dict = {"numel": t.numel()}
+    if t.dtype == torch.bool or not t.numel():
+        r["structure"] = {"none": True}
+        return r
+    if t.is_floating_point():
+        r["min"], r["max"] = float(t.min()), float(t.max())
+        r["std"] = float(t.float().std()) if t.numel() > 1 else 1.0
+        r["mean"] = float(t.float().mean())
+        r["structure"] = structure_of(t)
+    else:
+        r["min"], r["max"] = int(t.min()), int(t.max())
+    return r
 
 
 def generate(template: list[dict], seed: int, dev: torch.device, k: int = 1) -> list[list]:

@@ -153,7 +153,7 @@ def cmd_load(h, _tensors):
     STATE["task_source"] = h.get("task_source")  # the candidate's worker: the task's get_inputs (cmd_draw_run)
     STATE["task_module"] = None
     if h["role"] == "ref":
-        reply["template"] = STATE["template"] = input_template(module)
+        reply["template"] = STATE["template"] = input_template(module, device())
         reply["init_inputs"] = jsonable(init)
         sd = model.state_dict() if isinstance(model, torch.nn.Module) else {}
         reply["state_names"] = list(sd.keys())
