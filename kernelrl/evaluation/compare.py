@@ -155,7 +155,15 @@ def _big_compare_threads():
         torch.set_num_threads(before)
 
 
+# On a GPU (outputs compared in the reference's worker, worker_share.py) chunks are this many elements: each
+# chunk's verdicts read back to the host (a sync), so small chunks would cost ~5 syncs per 128K elements; 64M
+# float32 elements keep the chunk's temporaries near 1 GB on cards of 80 GB and more.
+DEVICE_COMPARE_CHUNK = 1 << 26
+
+
 def _compare_floats(i: int, r: torch.Tensor, c: torch.Tensor) -> tuple[str, str] | None:
+    if r.device.type == "cuda":
+        return _compare_floats_chunked(i, r, c, DEVICE_COMPARE_CHUNK)
     if r.numel() >= BIG_OUTPUT_ELEMS and big_compare_threads() > 1:
         with _big_compare_threads():
             return _compare_floats_chunked(i, r, c, BIG_COMPARE_CHUNK)

@@ -25,6 +25,9 @@ DRAW_FACTOR = 3.0
 # correctness-trials-reduced); the built-in tasks and the red team ship kilobytes to megabytes and keep them all.
 SHIP_BUDGET_BYTES = 32 * 1024**3
 MIN_TRIALS = 3
+# Compared on the device (Session.on_device), a request keeps at most this many bytes of outputs in each worker:
+# the sets of a batch stay in GPU memory until they are compared (one 6.4 GB softmax set a request on any card).
+DEVICE_KEEP_BYTES = 8 * 1024**3
 
 
 def trials_for(cfg_trials: int, out_bytes: int) -> int:
@@ -54,13 +57,20 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
     reference whose output does not depend on its inputs)."""
     cfg = s.cfg
     ref_outputs_seen: list[torch.Tensor] = []
-    done, batch, hc = 0, max(1, min(cal.k, 8)), {}
+    ref_prints: list = []  # the same, as fingerprints, for outputs compared on the device
+    done, hc = 0, {}
     split_s = {"inputs": 0.0, "ref": 0.0, "cand": 0.0, "compare": 0.0}
-    trials = trials_for(cfg.correctness_trials, output_bytes(cal.out_meta))
-    if trials < cfg.correctness_trials:
-        result.flag("correctness-trials-reduced")
-        result.timing["correctness_trials_run"] = trials
+    s.out_bytes = ob = output_bytes(cal.out_meta)
+    trials = cfg.correctness_trials
+    if s.on_device(ob):
+        result.timing["device_compare"] = True
     while done < trials:
+        keep = s.on_device(ob)
+        if not keep and trials > (t := trials_for(cfg.correctness_trials, ob)):  # shipped: the byte budget holds
+            trials = max(t, done)  # sets already compared on the device count
+            result.flag("correctness-trials-reduced")
+            result.timing["correctness_trials_run"] = trials
+        batch = max(1, min(cal.k, 8, DEVICE_KEEP_BYTES // max(ob, 1) if keep else 8))
         n = min(batch, trials - done)
         t0 = time.perf_counter()
         first_jit = done == 0 and uses_jit(s.cand_source)
@@ -68,30 +78,42 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
             n = 1
         seeds, variants = s.draw_seeds(n)
         t1 = time.perf_counter()
-        ref_s, hr, ro = s.draw_run(s.ref, seeds, variants, timeout=s._left(cfg.max_wall_s))
+        ref_s, hr, ro = s.draw_run(s.ref, seeds, variants, timeout=s._left(cfg.max_wall_s), keep=keep)
         t2 = time.perf_counter()
         # the candidate draws the same sets and ships outputs as large: its limit adds DRAW_FACTOR x what the
         # reference's request took (its forward calls included: more allowance, never less, than the draw alone)
         gen = float(hr.get("gen_s") or 0.0)
         limit = (first_call_timeout(s, cal) if first_jit else run_timeout(s, cal, n)) + DRAW_FACTOR * max(gen, ref_s)
-        _, hc, co = s.draw_run(s.cand, seeds, variants, timeout=limit)
+        _, hc, co = s.draw_run(s.cand, seeds, variants, timeout=limit, keep=keep)
         t3 = time.perf_counter()
         if first_jit:  # the compile time, reported apart (never in a timed span)
             result.timing["first_call_s"] = round(t3 - t2, 3)
         st = hc.get("structure")
+        n_out = len(hc.get("out_meta") or []) if keep else len(co)
         if (not isinstance(st, list) or len(st) != n or not all(isinstance(x, int) and x >= 0 for x in st)
-                or sum(st) != len(co)):
+                or sum(st) != n_out):
             raise CandidateFailed("shape-mismatch", f"correctness trials {done + 1}-{done + n}: the candidate "
                                   f"returned outputs for {len(st) if isinstance(st, list) else '?'} of {n} input sets")
-        with one_cpu_thread():
-            for i, (r, cc) in enumerate(zip(s.split(hr["structure"], ro), s.split(st, co))):
-                bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
-                if bad:
-                    raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")
+        if keep:
+            how, got = s.compare_kept(hr, hc, s._left(cfg.max_wall_s))
+            if how == "fallback":  # these sets again, through the host (share_ok is false from now on)
+                result.timing["device_compare"] = f"fell back to the host: {got}"[:300]
+                continue
+            if got:
+                raise CandidateFailed(got[1], f"correctness trial {done + got[0] + 1}: {got[2]}")
+        else:
+            with one_cpu_thread():
+                for i, (r, cc) in enumerate(zip(s.split(hr["structure"], ro), s.split(st, co))):
+                    bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
+                    if bad:
+                        raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")
         # the reference's draw was inside its run: counted as input drawing
         for key, dt in zip(split_s, (t1 - t0 + gen, t2 - t1 - gen, t3 - t2, time.perf_counter() - t3)):
             split_s[key] += dt
         result.timing["correctness_split_s"] = {key: round(v, 4) for key, v in split_s.items()}
+        if keep:  # the task audit from fingerprints of the first output of each set (worker_share.fingerprint)
+            fps = s.split(hr["structure"], list(hr.get("fingerprints") or []))
+            ref_prints.extend(f[0] for f in fps if f and len(ref_prints) < 4)
         for r in s.split(hr["structure"], ro):  # first output of each trial, for the task audit
             if len(ref_outputs_seen) < 4 and r:
                 ref_outputs_seen.append(r[0])
@@ -109,4 +131,6 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
     if builds or fails:
         result.custom_kernel_built = bool(builds) and not fails
     if len(ref_outputs_seen) >= 2 and all(torch.equal(ref_outputs_seen[0], o) for o in ref_outputs_seen[1:]):
+        result.flag("task-input-independent")
+    if len(ref_prints) >= 2 and all(p == ref_prints[0] for p in ref_prints[1:]):
         result.flag("task-input-independent")

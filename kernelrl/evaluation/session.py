@@ -84,6 +84,12 @@ def candidate_frames(tb, module_path) -> str:
     return ("\ncandidate traceback (most recent call last):\n" + "\n".join(out[-20:])) if out else ""
 
 
+# A correctness set (or an audited call) whose outputs are this many bytes or more is compared on the GPU by the
+# reference's worker (worker_share.py, CUDA IPC) instead of crossing the host twice: at 64 MiB a set the host path
+# costs a fraction of a second (memfd, ipc.SIDE_MIN_BYTES); KernelBench's 6.4 GB outputs took minutes.
+DEVICE_COMPARE_MIN_BYTES = 64 * 1024**2
+
+
 class Session(HeldPhases):
     """One evaluation: two workers and the trusted clock."""
 
@@ -92,6 +98,8 @@ class Session(HeldPhases):
         self.device = device
         self.progress = progress
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
+        # Outputs compared on the device (on_device) while this holds; bytes of one set's outputs (calibration)
+        self.share_ok, self.out_bytes = True, 0
         self.dir = scratch_dir("eval")  # the parent's own scratch (0700); stale ones are reaped
         self.task_source, self.cand_source = task_source, cand_source
         # Compile caches keyed by source hash: a candidate can write only where its own builds live, and a
@@ -304,13 +312,43 @@ class Session(HeldPhases):
                 [self.rng.choice(VARIANTS) if variants else "normal" for _ in range(n)])
 
     def draw_run(self, worker: WorkerProcess, seeds: list[int], variants: list[str], timeout: float,
-                 ship: bool = True) -> tuple[float, dict, list]:
+                 ship: bool = True, keep: bool = False) -> tuple[float, dict, list]:
         """The worker draws each input set on its own device (worker.cmd_draw_run) and runs forward on it; its
-        outputs come back (``ship`` false: their shapes only). Seconds on the parent's clock, reply, outputs."""
+        outputs come back (``ship`` false: their shapes only; ``keep``: they stay in the worker for
+        compare_kept, the candidate's exported: worker_share.keep_outputs takes what the handler would have
+        sent). Seconds on the parent's clock, reply, outputs."""
         t0 = time.perf_counter()
-        h, outs = self._req(worker, {"cmd": "draw_run", "seeds": seeds, "variants": variants, "ship": ship},
+        h, outs = self._req(worker, {"cmd": "draw_run", "seeds": seeds, "variants": variants, "ship": ship,
+                                     **self._keep_header(worker, keep)},
                             timeout=timeout, harness=worker is self.ref)
         return time.perf_counter() - t0, h, outs
+
+    def _keep_header(self, worker: WorkerProcess, keep: bool) -> dict:
+        if not keep:
+            return {}
+        return {"keep": True, "fingerprint": True} if worker is self.ref else {"keep": True, "export": True}
+
+    def on_device(self, out_bytes: int) -> bool:
+        """Outputs of ``out_bytes`` a set are compared on the GPU (compare_kept) rather than shipped."""
+        return self.share_ok and self.device.startswith("cuda") and out_bytes >= DEVICE_COMPARE_MIN_BYTES
+
+    def compare_kept(self, hr: dict, hc: dict, timeout: float) -> tuple[str, tuple | None]:
+        """The outputs both workers kept (draw_run or fetch with ``keep``) compared on the device by the
+        reference's worker (worker_share.cmd_compare_kept). ("ok", None | (set index, flag, reason)), or
+        ("fallback", reason) when the candidate's outputs could not be mapped: IPC unavailable here (then
+        share_ok goes false for the rest of the evaluation) or a descriptor that is not valid; the caller
+        asks both again with shipping."""
+        ipc = hc.get("ipc")
+        if not isinstance(ipc, list) or "ipc_error" in hc:
+            self.share_ok = False
+            return "fallback", str(hc.get("ipc_error") or "no descriptors")
+        h, _ = self._req(self.ref, {"cmd": "compare_kept", "ipc": ipc, "ref_structure": hr.get("structure"),
+                                    "cand_structure": hc.get("structure")}, timeout=timeout, harness=True)
+        if h.get("ipc_failed"):
+            self.share_ok = False
+            return "fallback", str(h["ipc_failed"])
+        bad = h.get("bad")
+        return "ok", (int(bad[0]), str(bad[1]), str(bad[2])) if bad else None
 
     def hold(self, worker: WorkerProcess) -> None:
         """Before every request to ``worker`` (``_req``): whenever the reference runs (a timed span, a harness phase, a
@@ -449,14 +487,26 @@ class Session(HeldPhases):
         """After the clock: the full outputs of one random call of the round just timed, from both workers,
         compared elementwise (a candidate that is exact only when it is fully checked, or precise enough only
         for the digest, is caught here)."""
-        i = self.rng.randrange(k)
-        hr, ro = self._req(self.ref, {"cmd": "fetch", "index": i}, timeout=self._left(120), harness=True)
+        self.audit_index(self.rng.randrange(k), round_no)
+
+    def audit_index(self, i: int, round_no: int) -> None:
+        keep = self.on_device(self.out_bytes)
+        hr, ro = self._req(self.ref, {"cmd": "fetch", "index": i, **self._keep_header(self.ref, keep)},
+                           timeout=self._left(120), harness=True)
         try:
-            hc, co = self._req(self.cand, {"cmd": "fetch", "index": i}, timeout=self._left(120))
+            hc, co = self._req(self.cand, {"cmd": "fetch", "index": i, **self._keep_header(self.cand, keep)},
+                               timeout=self._left(120))
         except CandidateFailed as e:
             raise CandidateFailed("timing-mismatch", f"timing round {round_no}: audit of call {i + 1}: {e}") from None
-        with one_cpu_thread():
-            bad = compare(ro, co, hr.get("structure"), hc.get("structure"))
+        bad = None
+        if keep:
+            how, got = self.compare_kept(hr, hc, self._left(120))
+            if how == "fallback":  # asked again, shipped (the workers still hold the round's outputs)
+                return self.audit_index(i, round_no)
+            bad = got[1:] if got else None
+        else:
+            with one_cpu_thread():
+                bad = compare(ro, co, hr.get("structure"), hc.get("structure"))
         if bad:
             raise CandidateFailed("timing-mismatch", f"timing round {round_no}: audit of call {i + 1}: {bad[1]}")
 

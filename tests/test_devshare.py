@@ -1,0 +1,160 @@
+"""Outputs compared on the device (kernelrl/evaluation/devshare.py, worker_share.py): the reference's worker maps the
+candidate's outputs through CUDA IPC and compares them on the GPU. On the CPU: the descriptor checks, and the
+fallback (a candidate whose outputs cannot be exported is compared through the host, caught or passed as before). On
+a GPU (``gpu`` marker): the mapping across a fresh uid and network namespace, and whole evaluations through it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from kernelrl.config.stages import EvalConfig
+from kernelrl.evaluation import evaluate
+from kernelrl.evaluation import session as S
+from kernelrl.evaluation.devshare import Opened, ShareError
+
+FAST = EvalConfig(device="cpu", budget_s=0.4, correctness_trials=4, reverify=False, max_wall_s=90,
+                  spread_threshold=10.0, memory_limit_mb=4096)
+
+TASK = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(64, 512)]
+
+
+def get_init_inputs():
+    return []
+'''
+GOOD = TASK.replace("class Model(", "class ModelNew(").replace("torch.softmax(x, dim=1)",
+                                                                "torch.exp(x - x.amax(1, keepdim=True)) / "
+                                                                "torch.exp(x - x.amax(1, keepdim=True)).sum(1, "
+                                                                "keepdim=True)")
+WRONG = TASK.replace("class Model(", "class ModelNew(").replace("dim=1", "dim=0")
+
+
+@pytest.mark.parametrize("desc, why", [
+    ({"dtype": "float32", "shape": [4], "nbytes": 12, "offset": 0, "handle": "00" * 64}, "do not match"),
+    ({"dtype": "float32", "shape": [-1], "nbytes": -4, "offset": 0, "handle": "00" * 64}, "do not match"),
+    ({"dtype": "nope", "shape": [4], "nbytes": 16, "offset": 0, "handle": "00" * 64}, "malformed"),
+    ({"dtype": "float32", "shape": [4], "nbytes": 16, "offset": -8, "handle": "00" * 64}, "do not match"),
+    ({"dtype": "float32", "shape": [4], "nbytes": 16, "offset": 0, "handle": "zz"}, "malformed handle"),
+    ({"dtype": "float32", "shape": [4], "nbytes": 16, "offset": 0, "handle": "00" * 63}, "malformed handle"),
+    ({"shape": [4]}, "malformed"),
+])
+def test_a_bad_descriptor_is_refused_before_anything_is_mapped(desc, why):
+    with pytest.raises(ShareError, match=why):
+        Opened(torch.device("cpu")).view(desc)
+
+
+@pytest.fixture
+def device_path_on_cpu(monkeypatch):
+    """The parent takes the device path for every output (as on a GPU for outputs of 64 MiB and more); on the CPU
+    the candidate's worker cannot export, so every evaluation must fall back to the host comparison."""
+    monkeypatch.setattr(S.Session, "on_device", lambda self, out_bytes: self.share_ok)
+
+
+def test_outputs_that_cannot_be_exported_are_compared_through_the_host(device_path_on_cpu):
+    good = evaluate(TASK, GOOD, FAST)
+    assert good.correct and "wrong-output" not in good.flags, good.to_dict()
+    assert str(good.timing["device_compare"]).startswith("fell back to the host"), good.timing
+    bad = evaluate(TASK, WRONG, FAST)
+    assert not bad.correct and "wrong-output" in bad.flags, bad.to_dict()
+    assert str(bad.timing["device_compare"]).startswith("fell back to the host"), bad.timing
+
+
+def test_small_outputs_on_the_cpu_never_take_the_device_path():
+    good = evaluate(TASK, GOOD, FAST)
+    assert good.correct and "device_compare" not in good.timing, good.timing
+
+
+# -- on a GPU ----------------------------------------------------------------------------------------------------
+_EXPORTER = textwrap.dedent('''
+    import json, os, sys, torch
+    from kernelrl.evaluation.devshare import export
+    uid = int(sys.argv[1])
+    if uid:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).unshare(0x40000000)  # CLONE_NEWNET, as the sandbox does
+        os.setgid(uid); os.setuid(uid)
+    x = torch.arange(1 << 20, device="cuda", dtype=torch.float32) * 0.5
+    torch.cuda.synchronize()
+    print(json.dumps([export(x), export(x[7:])]), flush=True)
+    sys.stdin.readline()  # keep the memory alive until the reader is done
+''')
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("uid", [0, 3_456_789])
+def test_a_tensor_is_read_in_place_by_another_process(uid):
+    if uid and os.geteuid() != 0:
+        pytest.skip("a fresh uid needs root")
+    import json
+
+    p = subprocess.Popen([sys.executable, "-c", _EXPORTER, str(uid)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        descs = json.loads(p.stdout.readline())
+        o = Opened(torch.device("cuda"))
+        x = o.view(descs[0])
+        want = torch.arange(1 << 20, device="cuda", dtype=torch.float32) * 0.5
+        assert torch.equal(x, want)
+        assert descs[1]["offset"] == descs[0]["offset"] + 28 and descs[1]["handle"] == descs[0]["handle"]
+        assert torch.equal(o.view(descs[1]), want[7:]) and len(o.maps) == 1  # one allocation, mapped once
+        with pytest.raises(ShareError, match="past its allocation"):
+            o.view(descs[0] | {"offset": 1 << 40})
+        del x
+        o.close()
+    finally:
+        p.stdin.write("\n")
+        p.stdin.flush()
+        p.wait(timeout=30)
+
+
+BIG_TASK = TASK.replace("torch.randn(64, 512)", "torch.randn(4096, 8192)")  # 128 MiB of outputs a set
+BIG_GOOD = GOOD.replace("torch.randn(64, 512)", "torch.randn(4096, 8192)")
+BIG_WRONG = WRONG.replace("torch.randn(64, 512)", "torch.randn(4096, 8192)")
+# Exact everywhere but one element of one row in 4096, in every call: only a full comparison sees it.
+BIG_ONE_OFF = BIG_GOOD.replace("    def forward(self, x):\n", "    def forward(self, x):\n"
+                               "        return self.f(x).index_put_((torch.tensor([17], device=x.device),\n"
+                               "            torch.tensor([4000], device=x.device)), x.new_tensor(0.5))\n"
+                               "\n    def f(self, x):\n")
+GPU = EvalConfig(device="cuda", budget_s=0.5, correctness_trials=6, reverify=False, max_wall_s=120)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gigabyte_scale_outputs_are_compared_on_the_device():
+    good = evaluate(BIG_TASK, BIG_GOOD, GPU)
+    assert good.correct and good.timing.get("device_compare") is True, good.to_dict()
+    assert "correctness-trials-reduced" not in good.flags, good.flags
+    for cand in (BIG_WRONG, BIG_ONE_OFF):
+        bad = evaluate(BIG_TASK, cand, GPU)
+        assert not bad.correct and "wrong-output" in bad.flags and bad.timing.get("device_compare") is True, \
+            bad.to_dict()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_candidate_that_refuses_to_export_is_compared_through_the_host():
+    # it replaces the harness's export (its own process: it can) with one that always fails
+    src = BIG_GOOD + ("\nimport kernelrl.evaluation.worker_share as _ws\n"
+                      "def _no(t):\n    raise _ws.ShareError('refused')\n_ws.export = _no\n")
+    r = evaluate(BIG_TASK, src, GPU)
+    assert r.correct and str(r.timing.get("device_compare")).startswith("fell back to the host"), r.to_dict()
+    wrong = BIG_WRONG + src[len(BIG_GOOD):]
+    r = evaluate(BIG_TASK, wrong, GPU)
+    assert not r.correct and "wrong-output" in r.flags, r.to_dict()
