@@ -16,7 +16,7 @@ import torch
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import evaluate
 from kernelrl.evaluation import session as S
-from kernelrl.evaluation.devshare import Opened, ShareError
+from kernelrl.evaluation.devshare import Opened, ShareError, handle_from_hex, handle_hex
 
 FAST = EvalConfig(device="cpu", budget_s=0.4, correctness_trials=4, reverify=False, max_wall_s=90,
                   spread_threshold=10.0, memory_limit_mb=4096)
@@ -57,6 +57,12 @@ WRONG = TASK.replace("class Model(", "class ModelNew(").replace("dim=1", "dim=0"
 def test_a_bad_descriptor_is_refused_before_anything_is_mapped(desc, why):
     with pytest.raises(ShareError, match=why):
         Opened(torch.device("cpu")).view(desc)
+
+
+def test_a_handle_with_nul_bytes_survives_its_hex_form():
+    raw = bytes([0, 7, 0, 0, 255] + [0] * 59)
+    h = handle_from_hex(raw.hex())
+    assert handle_hex(h) == raw.hex() and bytes(h) == raw
 
 
 @pytest.fixture

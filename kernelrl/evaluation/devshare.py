@@ -30,6 +30,21 @@ class _Handle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
 
 
+def handle_hex(h: _Handle) -> str:
+    """The whole 64-byte handle as hex (not ``h.reserved``: a c_char array reads as bytes cut at the first NUL)."""
+    return bytes(h).hex()
+
+
+def handle_from_hex(hx: str) -> _Handle:
+    try:
+        raw = bytes.fromhex(hx)
+    except ValueError:
+        raise ShareError("malformed handle") from None
+    if len(raw) != HANDLE_BYTES:
+        raise ShareError("malformed handle")
+    return _Handle.from_buffer_copy(raw)
+
+
 _lib = None
 
 
@@ -74,7 +89,7 @@ def export(t: torch.Tensor) -> dict:
     base, _ = _range(t.data_ptr())
     h = _Handle()
     _check(_cu().cuIpcGetMemHandle(ctypes.byref(h), ctypes.c_uint64(base)), "cuIpcGetMemHandle")
-    return meta | {"handle": bytes(h.reserved).hex(), "offset": t.data_ptr() - base}
+    return meta | {"handle": handle_hex(h), "offset": t.data_ptr() - base}
 
 
 class _CudaArray:
@@ -107,15 +122,8 @@ class Opened:
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype, device=self.dev)
         if hx not in self.maps:
-            try:
-                raw = bytes.fromhex(hx)
-            except ValueError:
-                raise ShareError("malformed handle") from None
-            if len(raw) != HANDLE_BYTES:
-                raise ShareError("malformed handle")
+            h, ptr = handle_from_hex(hx), ctypes.c_uint64()
             torch.cuda.current_device()
-            h, ptr = _Handle(), ctypes.c_uint64()
-            ctypes.memmove(h.reserved, raw, HANDLE_BYTES)
             _check(_cu().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                    "cuIpcOpenMemHandle")
             try:
