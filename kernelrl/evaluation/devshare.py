@@ -69,6 +69,13 @@ def _check(rc: int, what: str) -> None:
         raise ShareError(f"{what} failed (CUresult {rc})")
 
 
+def _context(dev: torch.device) -> None:
+    """The device's primary context current on this thread, as the driver calls need: torch's runtime calls make it
+    current when they first touch the device (an allocation does), not when the device is merely selected (an
+    H200 process that had run nothing there got CUDA_ERROR_INVALID_CONTEXT, 201, from cuIpcOpenMemHandle)."""
+    torch.zeros(1, device=dev)
+
+
 def _range(ptr: int) -> tuple[int, int]:
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
     _check(_cu().cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr)),
@@ -81,7 +88,7 @@ def export(t: torch.Tensor) -> dict:
     the handle of the allocation holding it, the offset into it, and the tensor's dtype, shape and bytes."""
     if t.device.type != "cuda" or not t.is_contiguous():
         raise ShareError("only contiguous CUDA tensors are exported")
-    torch.cuda.current_device()  # the primary context current on this thread (the driver calls need it)
+    _context(t.device)
     nbytes = t.numel() * t.element_size()
     meta = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "nbytes": nbytes}
     if nbytes == 0:
@@ -96,7 +103,8 @@ class _CudaArray:
     """A raw device byte range as an object torch.as_tensor maps without copying (__cuda_array_interface__)."""
 
     def __init__(self, ptr: int, nbytes: int):
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, True), "version": 3,
+        # read-only is False: torch refuses the flag ("the read only flag is not supported"); we only read it
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
                                          "strides": None}
 
 
@@ -123,7 +131,7 @@ class Opened:
             return torch.empty(shape, dtype=dtype, device=self.dev)
         if hx not in self.maps:
             h, ptr = handle_from_hex(hx), ctypes.c_uint64()
-            torch.cuda.current_device()
+            _context(self.dev)
             _check(_cu().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                    "cuIpcOpenMemHandle")
             try:
@@ -137,8 +145,11 @@ class Opened:
             raise ShareError(f"descriptor reaches past its allocation ({offset + nbytes} > {size} bytes)")
         if offset % itemsize:
             raise ShareError("misaligned descriptor")
-        flat = torch.as_tensor(_CudaArray(ptr + offset, nbytes), device=self.dev)
-        return flat.view(dtype).view(shape)
+        try:
+            flat = torch.as_tensor(_CudaArray(ptr + offset, nbytes), device=self.dev)
+            return flat.view(dtype).view(shape)
+        except (TypeError, RuntimeError, ValueError) as e:  # our side of the mapping: never the reference's failure
+            raise ShareError(f"mapped memory not usable as a tensor ({type(e).__name__}: {str(e)[:200]})") from None
 
     def close(self) -> None:
         torch.cuda.synchronize(self.dev)  # every read of the mapped memory done before it is unmapped
