@@ -86,6 +86,26 @@ def test_small_outputs_on_the_cpu_never_take_the_device_path():
     assert good.correct and "device_compare" not in good.timing, good.timing
 
 
+def test_a_batch_of_shipped_sets_stays_under_the_payload_limit(monkeypatch):
+    from kernelrl.evaluation import correctness as C
+
+    sizes = []
+    real = S.Session.draw_run
+
+    def spy(self, worker, seeds, variants, timeout, ship=True, keep=False):
+        sizes.append(len(seeds))
+        return real(self, worker, seeds, variants, timeout, ship, keep)
+
+    monkeypatch.setattr(S.Session, "draw_run", spy)
+    cfg = FAST.__class__(**{**FAST.__dict__, "correctness_trials": 12})
+    assert evaluate(TASK, GOOD, cfg).correct
+    assert max(sizes) > 2  # batched by default (a fast task's k is large) ...
+    sizes.clear()
+    monkeypatch.setattr(C, "MAX_PAYLOAD", 2 * 64 * 512 * 4)  # ... and at most 2 sets of 128 KiB under this limit
+    assert evaluate(TASK, GOOD, cfg).correct
+    assert sizes and max(sizes) <= 2, sizes
+
+
 # -- on a GPU ----------------------------------------------------------------------------------------------------
 _EXPORTER = textwrap.dedent('''
     import json, os, sys, torch

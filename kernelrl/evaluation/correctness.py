@@ -10,6 +10,7 @@ import torch
 
 from kernelrl.evaluation.calibrate import output_bytes, run_timeout
 from kernelrl.evaluation.compare import compare, one_cpu_thread
+from kernelrl.evaluation.ipc import MAX_PAYLOAD
 from kernelrl.evaluation.result import CandidateFailed, EvalResult
 from kernelrl.evaluation.static import uses_jit
 
@@ -70,7 +71,7 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
             trials = max(t, done)  # sets already compared on the device count
             result.flag("correctness-trials-reduced")
             result.timing["correctness_trials_run"] = trials
-        batch = max(1, min(cal.k, 8, DEVICE_KEEP_BYTES // max(ob, 1) if keep else 8))
+        batch = max(1, min(cal.k, 8, (DEVICE_KEEP_BYTES if keep else MAX_PAYLOAD) // max(ob, 1)))
         n = min(batch, trials - done)
         t0 = time.perf_counter()
         first_jit = done == 0 and uses_jit(s.cand_source)
@@ -94,19 +95,8 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
                 or sum(st) != n_out):
             raise CandidateFailed("shape-mismatch", f"correctness trials {done + 1}-{done + n}: the candidate "
                                   f"returned outputs for {len(st) if isinstance(st, list) else '?'} of {n} input sets")
-        if keep:
-            how, got = s.compare_kept(hr, hc, s._left(cfg.max_wall_s))
-            if how == "fallback":  # these sets again, through the host (share_ok is false from now on)
-                result.timing["device_compare"] = f"fell back to the host: {got}"[:300]
-                continue
-            if got:
-                raise CandidateFailed(got[1], f"correctness trial {done + got[0] + 1}: {got[2]}")
-        else:
-            with one_cpu_thread():
-                for i, (r, cc) in enumerate(zip(s.split(hr["structure"], ro), s.split(st, co))):
-                    bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
-                    if bad:
-                        raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")
+        if not _compare_sets(s, result, keep, (hr, ro), (hc, co), done):
+            continue  # these sets again, through the host (share_ok is false from now on)
         # the reference's draw was inside its run: counted as input drawing
         for key, dt in zip(split_s, (t1 - t0 + gen, t2 - t1 - gen, t3 - t2, time.perf_counter() - t3)):
             split_s[key] += dt
@@ -121,6 +111,31 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
         if s.progress:
             s.progress(0.3 * done / trials, "correctness")
     result.correct = True
+    _after(result, hc, ref_outputs_seen, ref_prints)
+
+
+def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: tuple, done: int) -> bool:
+    """One batch's outputs compared (on the device when ``keep``, else here): raises CandidateFailed on the first
+    mismatch; False when the device path fell back (nothing compared: the caller runs the sets again)."""
+    (hr, ro), (hc, co) = ref, cand
+    if keep:
+        how, got = s.compare_kept(hr, hc, s._left(s.cfg.max_wall_s))
+        if how == "fallback":
+            result.timing["device_compare"] = f"fell back to the host: {got}"[:300]
+            return False
+        if got:
+            raise CandidateFailed(got[1], f"correctness trial {done + got[0] + 1}: {got[2]}")
+        return True
+    with one_cpu_thread():
+        for i, (r, cc) in enumerate(zip(s.split(hr["structure"], ro), s.split(hc["structure"], co))):
+            bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
+            if bad:
+                raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")
+    return True
+
+
+def _after(result: EvalResult, hc: dict, ref_outputs_seen: list, ref_prints: list) -> None:
+    """Builds that happened at the first call (the candidate's last reply says) and the task audit."""
     try:
         builds, fails = list(hc.get("ext_builds") or []), [str(x) for x in hc.get("ext_failures") or []]
     except TypeError:

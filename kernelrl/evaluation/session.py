@@ -338,8 +338,10 @@ class Session(HeldPhases):
         ("fallback", reason) when the candidate's outputs could not be mapped: IPC unavailable here (then
         share_ok goes false for the rest of the evaluation) or a descriptor that is not valid; the caller
         asks both again with shipping."""
-        ipc = hc.get("ipc")
-        if not isinstance(ipc, list) or "ipc_error" in hc:
+        ipc, st = hc.get("ipc"), hc.get("structure")
+        # checked here, so a malformed reply is never the reference worker's failure
+        if (not isinstance(ipc, list) or "ipc_error" in hc or not all(isinstance(d, dict) for d in ipc)
+                or not isinstance(st, list) or not all(isinstance(x, int) for x in st) or len(ipc) != sum(st)):
             self.share_ok = False
             return "fallback", str(hc.get("ipc_error") or "no descriptors")
         h, _ = self._req(self.ref, {"cmd": "compare_kept", "ipc": ipc, "ref_structure": hr.get("structure"),
