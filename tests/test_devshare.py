@@ -184,3 +184,19 @@ def test_a_candidate_that_refuses_to_export_is_compared_through_the_host():
     wrong = BIG_WRONG + src[len(BIG_GOOD):]
     r = evaluate(BIG_TASK, wrong, GPU)
     assert not r.correct and "wrong-output" in r.flags, r.to_dict()
+
+
+def test_kept_outputs_on_the_cpu_say_why_they_cannot_be_exported():
+    from kernelrl.evaluation import worker_share as W
+    from kernelrl.evaluation.worker_state import STATE
+
+    a, b = torch.randn(8, 3), torch.randn(8, 3).t()  # the second not contiguous: kept as a contiguous copy
+    reply, out = W.keep_outputs({"keep": True, "export": True, "fingerprint": True}, {"ok": True}, [a, b])
+    assert out == [] and reply["out_meta"] == [[[8, 3], "float32"], [[3, 8], "float32"]]
+    assert "CUDA" in reply["ipc_error"] and "ipc" not in reply
+    assert STATE["kept"][1].is_contiguous() and torch.equal(STATE["kept"][1], b)
+    assert reply["fingerprints"][0] == W.fingerprint(a.clone()) != W.fingerprint(torch.randn(8, 3))
+    W.release()
+    assert "kept" not in STATE
+    with pytest.raises(TypeError, match="not a tensor"):
+        W.keep_outputs({"keep": True}, {"ok": True}, [3.0])

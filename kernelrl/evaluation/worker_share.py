@@ -28,6 +28,8 @@ def fingerprint(t: torch.Tensor) -> list:
     x = t.reshape(-1)
     if not x.numel():
         return [0.0, []]
+    if x.is_complex():
+        x = torch.view_as_real(x).reshape(-1)
     step = max(1, x.numel() // FINGERPRINT_SAMPLES)
     sample = x[::step][:FINGERPRINT_SAMPLES]
     return [float(x.sum(dtype=torch.float64)), sample.to(torch.float64).tolist()]
