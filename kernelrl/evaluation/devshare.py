@@ -72,7 +72,10 @@ def _check(rc: int, what: str) -> None:
 def _context(dev: torch.device) -> None:
     """The device's primary context current on this thread, as the driver calls need: torch's runtime calls make it
     current when they first touch the device (an allocation does), not when the device is merely selected (an
-    H200 process that had run nothing there got CUDA_ERROR_INVALID_CONTEXT, 201, from cuIpcOpenMemHandle)."""
+    H200 process that had run nothing there got CUDA_ERROR_INVALID_CONTEXT, 201, from cuIpcOpenMemHandle). The
+    device is made current first (a worker already has it so: worker_load sets it), so the context is this one's."""
+    if dev.index is not None:
+        torch.cuda.set_device(dev)
     torch.zeros(1, device=dev)
 
 
