@@ -239,3 +239,25 @@ def test_service_bench_joins_single_parts_of_one_batch_in_batch_order(tmp_path):
     for bad in (["--part", "3/2", "--only-single"], ["--part", "1/2"], ["--part", "x", "--only-single"]):
         with pytest.raises(SystemExit):  # refused before anything starts
             main(["--gpus", "cpu", *bad])
+
+
+def test_kernelbench_sizes_measures_a_problem_on_meta_and_reports_what_it_cannot(tmp_path):
+    """bench/kernelbench_sizes.py: shapes and bytes from the meta device, without allocating (a 16 GiB input)."""
+    from bench.kernelbench_sizes import measure, summarize
+
+    lv = tmp_path / "level1"
+    lv.mkdir()
+    (lv / "1_Big.py").write_text(
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, n):\n"
+        "        super().__init__()\n        self.w = nn.Parameter(torch.ones(n))\n"
+        "    def forward(self, x):\n        return torch.softmax(x * self.w, dim=1)\n\n"
+        "def get_inputs():\n    return [torch.rand(65536, 65536)]\n\ndef get_init_inputs():\n    return [65536]\n")
+    (lv / "2_Item.py").write_text(
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return x * float(x.sum().item())\n\n"
+        "def get_inputs():\n    return [torch.rand(4, 4)]\n\ndef get_init_inputs():\n    return []\n")
+    big, item = measure(lv / "1_Big.py"), measure(lv / "2_Item.py")
+    assert big["input_bytes"] == big["output_bytes"] == 16 * 1024**3 and big["param_bytes"] == 4 * 65536
+    assert "output_bytes" not in item and "item()" in item["meta_error"] and item["input_bytes"] == 64
+    s = summarize([big, item])
+    assert s["device_compare_tasks"] == 1 and s["meta_errors"] == 1 and s["output_ge_1gib"] == 1
