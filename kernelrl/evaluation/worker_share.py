@@ -8,8 +8,10 @@ host copy, the pipe or memfd, a CPU comparison), and the self-pairs gave no answ
 (bench/results/2026-11-28-h200x2-evaluator-v13c). What stays the same: every element is compared with the same
 tolerances, by our code (the reference's worker runs only the task's reference and this harness); the candidate is
 frozen (SIGSTOP, session.hold) while the reference's worker reads its memory, so what is compared is what it
-returned. A descriptor that cannot be mapped (IPC unavailable, or a hostile one) is answered ``ipc_failed`` and the
-parent compares through the host as before: refusing the device path gains a candidate nothing but time."""
+returned. Only the candidate's memory is ever exported, and only our reference worker maps it: a mapping can be
+written through, so no handle of the reference's memory is ever given to a candidate. A descriptor that cannot
+be mapped (IPC unavailable, or a hostile one) is answered ``ipc_failed`` and the parent compares through the host
+as before: refusing the device path gains a candidate nothing but time."""
 
 from __future__ import annotations
 
