@@ -33,7 +33,14 @@ def honest():
     """02_Softmax's torch.softmax seed (one fused kernel against the reference's five passes: ~2x on the reward
     clock, ~3x eager on the CPU VM), evaluated once for the tests below."""
     task, source = _seed("02_Softmax", "torch_softmax")
-    return evaluate(task, source, FAST)
+    # Evaluated again (at most twice) when the host slowed the reference during the rounds: `reference-slowed`
+    # zeroes the score, and on the 2-core VM a busy neighbour does that to one run in a few full `make test` runs
+    # (2026-11-28: all three tests below failed together on it). What these tests check is the eager phase.
+    for _ in range(3):
+        r = evaluate(task, source, FAST)
+        if "reference-slowed" not in r.flags:
+            break
+    return r
 
 
 def test_the_eager_phase_runs_last_and_reports_kernelbench_style_numbers(honest):
