@@ -88,6 +88,10 @@ def candidate_frames(tb, module_path) -> str:
 # reference's worker (worker_share.py, CUDA IPC) instead of crossing the host twice: at 64 MiB a set the host path
 # costs a fraction of a second (memfd, ipc.SIDE_MIN_BYTES); KernelBench's 6.4 GB outputs took minutes.
 DEVICE_COMPARE_MIN_BYTES = 64 * 1024**2
+# A reference state (weights, buffers) of this many bytes or more is not shipped to the candidate whole: both sides
+# compare exact prints and only what differs crosses the host (_load_state). 8 KernelBench problems have 1-8 GiB of
+# weights (bench/results/2026-11-28-cpu-kernelbench-sizes), which the host path ships at ~1 GiB/s at best.
+STATE_PRINT_MIN_BYTES = 256 * 1024**2
 
 
 class Session(HeldPhases):
@@ -100,6 +104,7 @@ class Session(HeldPhases):
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
         # Outputs compared on the device (on_device) while this holds; bytes of one set's outputs (calibration)
         self.share_ok, self.out_bytes = True, 0
+        self.state_prints, self.state_shipped = None, None  # a large state's prints; how many tensors it shipped
         self.dir = scratch_dir("eval")  # the parent's own scratch (0700); stale ones are reaped
         self.task_source, self.cand_source = task_source, cand_source
         # Compile caches keyed by source hash: a candidate can write only where its own builds live, and a
@@ -200,7 +205,7 @@ class Session(HeldPhases):
         t_load = time.monotonic()
         h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),
                                         "cache_dir": str(self.ref.cache_dir), "device": self.device, "seed": self.seed,
-                                        "train_mode": self.cfg.train_mode},
+                                        "train_mode": self.cfg.train_mode, "state_print_min": STATE_PRINT_MIN_BYTES},
                              timeout=self.cfg.max_wall_s, harness=True, hold=not fresh_cand)
         self.ref_load_s = time.monotonic() - t_load
         if fresh_cand:
@@ -213,7 +218,25 @@ class Session(HeldPhases):
             self._req(self.ref, {"cmd": "sem", "path": self.sems.paths["ref"]}, timeout=self._left(60), harness=True)
         self.init_inputs = h["init_inputs"]
         self.template = h["template"]
-        self.state_names, self.state = h["state_names"], state
+        self.state_names, self.state, self.state_prints = h["state_names"], state, h.get("state_prints")
+
+    def _load_state(self) -> None:
+        """The reference's weights into the candidate's model. A state of STATE_PRINT_MIN_BYTES or more is compared
+        first by exact prints (worker_load.exact_print) and only the tensors the candidate's own differ in cross
+        the host: both sides build their model from the same seed, so a rewrite that keeps the layers has them
+        all already."""
+        if self.state_prints is None:
+            self._req(self.cand, {"cmd": "load_state", "names": self.state_names}, self.state,
+                      timeout=self._left(60))
+            return
+        h, _ = self._req(self.cand, {"cmd": "load_state", "names": self.state_names, "prints": self.state_prints},
+                         timeout=self._left(120))
+        known, miss = set(self.state_names), h.get("missing")
+        miss = [n for n in miss if isinstance(n, str) and n in known] if isinstance(miss, list) else self.state_names
+        self.state_shipped = len(miss)
+        if miss:
+            hr, ts = self._req(self.ref, {"cmd": "state", "names": miss}, timeout=self._left(120), harness=True)
+            self._req(self.cand, {"cmd": "load_state", "names": hr["names"]}, ts, timeout=self._left(120))
 
     def _cand_warmed(self) -> None:
         """The fresh candidate worker's reply to ``warm`` (start_ref), before anything else is asked of it. Only our
@@ -256,7 +279,7 @@ class Session(HeldPhases):
             raise CandidateFailed(flag, str(h.get("error", "load failed")) + candidate_frames(
                                   h.get("traceback"), self.cand.module_path),
                                   executable=False)
-        self._req(self.cand, {"cmd": "load_state", "names": self.state_names}, self.state, timeout=self._left(60))
+        self._load_state()
         if self.holder is not None:
             self._req(self.cand, {"cmd": "sem", "path": self.sems.paths["cand"]}, timeout=self._left(60))
         pin_threads(self.cand.pid, self.cpus)

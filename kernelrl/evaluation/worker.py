@@ -31,7 +31,8 @@ from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, gene
                                                generate_columns as _generate_columns, inputs_module as _inputs_module,
                                                rows as _rows)
 from kernelrl.evaluation.worker_share import cmd_compare_kept, keep_outputs as _keep_outputs, release as _release_kept
-from kernelrl.evaluation.worker_load import cmd_load, cmd_load_state, cmd_warm, flatten_outputs as _flatten_outputs
+from kernelrl.evaluation.worker_load import (cmd_load, cmd_load_state, cmd_state, cmd_warm,
+                                             flatten_outputs as _flatten_outputs)
 from kernelrl.evaluation.worker_state import (STATE, device as _device, host_bytes as _host_bytes,
                                               prefault as _prefault)
 
@@ -554,7 +555,8 @@ HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_
             "load_state": cmd_load_state, "draw_run": cmd_draw_run,
             "stage": cmd_stage, "go": cmd_go, "capture": cmd_capture, "digest": cmd_digest, "quiesce": cmd_quiesce,
             "fetch": cmd_fetch, "eager": cmd_eager,
-            "echo": cmd_echo, "bandwidth": cmd_bandwidth, "compare_kept": cmd_compare_kept}
+            "echo": cmd_echo, "bandwidth": cmd_bandwidth, "compare_kept": cmd_compare_kept,
+            "state": cmd_state}
 
 
 def main() -> None:

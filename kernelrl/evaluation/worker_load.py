@@ -157,15 +157,57 @@ def cmd_load(h, _tensors):
         reply["init_inputs"] = jsonable(init)
         sd = model.state_dict() if isinstance(model, torch.nn.Module) else {}
         reply["state_names"] = list(sd.keys())
-        tensors = [v for v in sd.values()]
+        if sum(v.numel() * v.element_size() for v in sd.values()) >= int(h.get("state_print_min", 1 << 62)):
+            reply["state_prints"] = [exact_print(v) for v in sd.values()]  # shipped later, only what differs
+        else:
+            tensors = [v for v in sd.values()]
     return reply, tensors
 
 
+PRINT_CHUNK = 1 << 22  # int32 words a step: x * w (|x| < 2^31, w <= 251) summed over a chunk stays below 2^63
+
+
+def exact_print(t: torch.Tensor) -> list:
+    """[dtype, shape, two exact integer sums of the tensor's bytes]: equal for identical bytes on any device, and
+    different for different ones but with negligible chance. Reduced on the tensor's own device (the weights of
+    a GPU model are not copied to the host to be compared)."""
+    x = t.detach().reshape(-1)
+    nb = x.numel() * x.element_size()
+    raw = x.contiguous().view(torch.uint8) if nb else torch.empty(0, dtype=torch.uint8)
+    if nb % 4 == 0 and raw.storage_offset() % 4:  # a view at an odd offset: the same bytes, aligned (a copy)
+        raw = raw.clone()
+    v = raw.view(torch.int32) if nb % 4 == 0 else raw  # by size alone: equal bytes, equal prints
+    s1 = s2 = 0
+    for i in range(0, v.numel(), PRINT_CHUNK):
+        c = v[i:i + PRINT_CHUNK].to(torch.int64)
+        w = torch.arange(i, i + c.numel(), device=c.device, dtype=torch.int64).remainder_(251).add_(1)
+        s1 += int(c.sum())
+        s2 += int(c.mul_(w).sum())
+    return [str(t.dtype).removeprefix("torch."), list(t.shape), s1, s2]
+
+
+def cmd_state(h, _tensors):
+    """Reference: the named tensors of its state (those the candidate's own differ in: session.start_cand)."""
+    model = STATE["model"]
+    sd = model.state_dict() if isinstance(model, torch.nn.Module) else {}
+    names = [n for n in h["names"] if n in sd]
+    return {"ok": True, "names": names}, [sd[n] for n in names]
+
+
 def cmd_load_state(h, tensors):
+    """The reference's weights into the candidate's model, by name (same shape and dtype). With ``prints`` (the
+    reference's exact prints, a large state): nothing is copied; the reply names the tensors whose own bytes
+    differ (``missing``), which the parent then ships. A candidate that misreports only keeps weights of its own,
+    which its outputs must still answer for."""
     model = STATE["model"]
     if not isinstance(model, torch.nn.Module):
-        return {"ok": True, "copied": 0}, []
+        return {"ok": True, "copied": 0, "missing": []}, []
     own = model.state_dict()
+    if "prints" in h:
+        missing = [n for n, p in zip(h["names"], h["prints"])
+                   if n in own and [str(own[n].dtype).removeprefix("torch."), list(own[n].shape)] == p[:2]
+                   and exact_print(own[n]) != p]
+        return {"ok": True, "missing": missing}, []
     copied = 0
     with torch.no_grad():
         for name, t in zip(h["names"], tensors):
