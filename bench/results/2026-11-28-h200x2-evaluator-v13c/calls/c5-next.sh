@@ -1,4 +1,4 @@
-# Call 5 (next session; nvidia-h200-x2 or nvidia-h100-x2, <= 450 s), written, not run: the device-side comparison
+# Call 5 (next session; nvidia-h200-x2 or nvidia-h100-x2, <= 450 s; carry .whl, .calls, kb/level1, kb/level3), written, not run: the device-side comparison
 # with f5ce0f2's fixes, then KernelBench level 1 in two lanes.
 #   GPU 0: gpu tests of the device path (cross-uid mapping, 128 MiB softmax evaluations right, wrong, one element off,
 #          a candidate refusing export); the three gigabyte self-pairs through `kernelrl eval` (py-spy at 30 s);
@@ -17,6 +17,9 @@ SRC="baseline:self baseline:cuda-graph baseline:compile baseline:compile-reduce-
     ( sleep 30; spydump softmax30 ) & kbself 23_Softmax 90; wait
     kbself 21_Sigmoid 60
     kbself 54_conv_standard_3D__square_input__square_kernel 60
+    # 8 GiB of weights: compared by exact prints, nothing shipped for a self-pair (timing.state_tensors_shipped 0)
+    cp kb/level3/2_ShallowWideMLP.py kb/level1/  # kbself reads kb/level1 (a carried copy on the device)
+    kbself 2_ShallowWideMLP 60
     kblane 0 l1even 1 "$(python3 .calls/kbtasks.py 1 2/2 21_Sigmoid,23_Softmax,54_conv_standard_3D__square_input__square_kernel)" $SRC
   fi
 ) > /tmp/c5/gpu0.log 2>&1 &
