@@ -4,10 +4,12 @@
 
 It answers the parent's commands over the channel (``kernelrl.evaluation.ipc``). Anything here can be patched
 by a hostile candidate living in the same process, so the parent trusts nothing it says except the bytes it
-returns and *when* they arrive: the parent holds the clock, compares outputs, and never unpickles.
-Commands: load, load_state, inputs (reference only), run (correctness), stage / go / digest (one timing round in
+returns and *when* they arrive: the parent holds the clock, compares outputs (outputs of 64 MiB+ on a GPU: the
+reference's worker, worker_share.py), and never unpickles.
+Commands: load, load_state, state (reference only), draw_run (correctness), stage / go / digest (one timing round in
 three parent-timed phases), capture (CUDA graphs of the spans' calls, EvalConfig.cuda_graphs), quiesce (reference
-only), fetch (audit), eager (the report-only eager estimate, worker_eager.py), echo, bandwidth.
+only), fetch (audit), compare_kept (reference only), eager (the report-only eager estimate, worker_eager.py), echo,
+bandwidth.
 """
 
 from __future__ import annotations
