@@ -294,3 +294,18 @@ def test_decide_reverify_uses_the_intervals_and_says_what_was_kept():
     assert out["speedup"] == 0.0 and not out["success"] and out["flags"] == ["reverify-mismatch"]
     assert out["error"].startswith("reverify-mismatch: first 3.8x [3.8, 4.3], re-measured 3.03x [3.03, 3.4]")
     assert out["timing"]["reverify"]["rule"] == "mismatch" and out["timing"]["reverify"]["kept"] == 0.0
+
+
+def test_a_task_whose_reference_cannot_load_fails_once_not_three_times(store):
+    """A reference that raises the same error at every load (a module missing on this host, a name error in the
+    task file) is the task's fault: one attempt, a clear error, no retries that each cost a worker's start."""
+    task = make_task()
+    broken = task.source.replace("import torch", "import torch\nimport kernelrl_no_such_module", 1)
+    task = task.__class__(**{**task.__dict__, "source": broken})
+    cfg = EvalConfig(device="cpu", budget_s=0.3, correctness_trials=2, reverify=False, max_wall_s=60)
+    with EvalService(store, cfg, local_workers=1, evaluator_version="fake-1") as svc:
+        [r] = svc.evaluate_many([EvalRequest(task, task.source.replace("class Model(", "class ModelNew("))],
+                                timeout_s=120)
+    assert r["success"] is False and "kernelrl_no_such_module" in r["error"], r
+    with store.session() as s:
+        assert s.scalar(select(EvalJobRow.attempts)) == 1

@@ -47,6 +47,7 @@ from typing import Any, Callable
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.precompile import BUILD_MARKERS, pin_cuda_arch, precompile
 from kernelrl.evaluation.stats import needs_reverify
+from kernelrl.evaluation.result import TaskBroken
 from kernelrl.store.db import Store
 from kernelrl.store.queue import Job, JobQueue
 
@@ -256,6 +257,7 @@ class Worker:
                 outcome["result"] = self._evaluate(job)
             except BaseException as e:  # a harness failure: recorded, retried while attempts remain
                 outcome["error"] = f"{type(e).__name__}: {e}"
+                outcome["retry"] = not isinstance(e, TaskBroken)  # the task's own code: the same every time
 
         t = threading.Thread(target=work, name=f"kernelrl-eval-{job.id}", daemon=True)
         t.start()
@@ -274,7 +276,7 @@ class Worker:
             beat_stop.set()
         if "error" in outcome:
             log.warning("worker %s: job %s: %s", self.worker_id, job.id, outcome["error"])
-            self.queue.fail(job.id, self.worker_id, outcome["error"], retry=True)
+            self.queue.fail(job.id, self.worker_id, outcome["error"], retry=outcome["retry"])
             return True
         self._finish(job, outcome["result"])
         return True

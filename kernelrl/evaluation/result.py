@@ -51,6 +51,18 @@ class EvaluatorError(KernelRLError):
     verdict on the candidate."""
 
 
+class TaskBroken(EvaluatorError):
+    """The reference's own code failed to load with an error that is the same every time (a missing module, a name
+    or type error in the task file): evaluating again cannot help, so job queues do not retry it."""
+
+
+# Exception kinds of a failed reference load that are the task's code, not the moment (OOM, a CUDA error and a
+# dead or slow worker are retried: another attempt or another GPU can succeed).
+TASK_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "NameError", "SyntaxError", "IndentationError",
+                         "AttributeError", "TypeError", "ValueError", "KeyError", "IndexError", "NotImplementedError",
+                         "AssertionError", "ZeroDivisionError"})
+
+
 class CandidateFailed(Exception):
     def __init__(self, flag: str, message: str, executable: bool = True):
         super().__init__(message)

@@ -19,7 +19,7 @@ from kernelrl.evaluation.held import HeldBook, Semaphores
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.loading import LoadTimeout, wait_for_load
 from kernelrl.evaluation.placement import keep_off_cores, pin_threads, restore_affinity, spare_cores, timing_cores
-from kernelrl.evaluation.result import CandidateFailed, EvaluatorError
+from kernelrl.evaluation.result import TASK_ERRORS, CandidateFailed, EvaluatorError, TaskBroken
 from kernelrl.evaluation.sandbox import DROP_PRIVILEGES, WorkerProcess, scratch_dir
 from kernelrl.evaluation.session_held import HeldPhases, reply_seconds
 from kernelrl.evaluation.spares import SPARES
@@ -295,10 +295,10 @@ class Session(HeldPhases):
         or left the device broken)."""
         role = "reference" if worker is self.ref else "candidate"
 
-        def ref_failed(msg: str):
+        def ref_failed(msg: str, task_error: bool = False):
             if self.cand_code_ran:
                 return CandidateFailed("reference-disturbed", f"{msg} (after the candidate ran)")
-            return EvaluatorError(msg)
+            return TaskBroken(msg) if task_error else EvaluatorError(msg)
 
         if hold:
             self.hold(worker)
@@ -320,7 +320,8 @@ class Session(HeldPhases):
                                   f"{worker.log_tail(600).strip()[-600:]}") from None
         if not h.get("ok"):
             if harness:
-                raise ref_failed(f"the {role} failed on {header['cmd']}: {h.get('error')}")
+                raise ref_failed(f"the {role} failed on {header['cmd']}: {h.get('error')}",
+                                 task_error=header["cmd"] == "load" and h.get("kind") in TASK_ERRORS)
             err = str(h.get("error", ""))[:2000]
             if "OUTPUT_SUBCLASS" in err:
                 raise CandidateFailed("output-subclass", err.replace("OUTPUT_SUBCLASS: ", ""))
