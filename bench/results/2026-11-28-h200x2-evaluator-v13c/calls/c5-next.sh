@@ -5,6 +5,11 @@
 #          then level 1 (even tasks) against itself and the three baselines.
 #   GPU 1: level 1 (odd tasks) the same way (call 4's lane was spoiled by the read-only flag: rerun it whole).
 # If the gpu tests fail, stop after them on GPU 0 and read raw/c5/gpu_tests.log before spending more.
+# Before the call, here: bash bench/gpu_site.sh (-> .whl/site.tar.xz); py-spy's binary to .whl/py-spy (pip download
+#   py-spy, unzip, strip); ln -sfn ../shared/kernelbench kb; add kb and .calls to .git/info/exclude;
+#   mkdir .calls && cp ../../2026-11-28-h100x4-fleet/calls/setup.sh .calls/ (paths from bench/results/...: see
+#   bench/results/2026-11-28-h100x4-fleet/calls/) && cp .../fleet/calls/kbtasks.py.txt .calls/kbtasks.py;
+#   cp this file .calls/c5.sh; run `bash .calls/c5.sh` with carry [".whl", ".calls", "kb/level1", "kb/level3"].
 CALL=c5 DEADLINE=${DEADLINE:-450}
 source .calls/setup.sh
 mkdir -p /tmp/c5
