@@ -17,6 +17,7 @@ from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import evaluate
 from kernelrl.evaluation import session as S
 from kernelrl.evaluation.devshare import Opened, ShareError, handle_from_hex, handle_hex
+from kernelrl.evaluation.worker_load import exact_print
 
 FAST = EvalConfig(device="cpu", budget_s=0.4, correctness_trials=4, reverify=False, max_wall_s=90,
                   spread_threshold=10.0, memory_limit_mb=4096)
@@ -92,9 +93,9 @@ def test_a_batch_of_shipped_sets_stays_under_the_payload_limit(monkeypatch):
     sizes = []
     real = S.Session.draw_run
 
-    def spy(self, worker, seeds, variants, timeout, ship=True, keep=False):
+    def spy(self, worker, seeds, variants, timeout, ship=True, **kw):
         sizes.append(len(seeds))
-        return real(self, worker, seeds, variants, timeout, ship, keep)
+        return real(self, worker, seeds, variants, timeout, ship, **kw)
 
     monkeypatch.setattr(S.Session, "draw_run", spy)
     cfg = FAST.__class__(**{**FAST.__dict__, "correctness_trials": 12})
@@ -191,11 +192,11 @@ def test_kept_outputs_on_the_cpu_say_why_they_cannot_be_exported():
     from kernelrl.evaluation.worker_state import STATE
 
     a, b = torch.randn(8, 3), torch.randn(8, 3).t()  # the second not contiguous: kept as a contiguous copy
-    reply, out = W.keep_outputs({"keep": True, "export": True, "fingerprint": True}, {"ok": True}, [a, b])
+    reply, out = W.keep_outputs({"keep": True, "export": True, "prints": True}, {"ok": True}, [a, b])
     assert out == [] and reply["out_meta"] == [[[8, 3], "float32"], [[3, 8], "float32"]]
     assert "CUDA" in reply["ipc_error"] and "ipc" not in reply
     assert STATE["kept"][1].is_contiguous() and torch.equal(STATE["kept"][1], b)
-    assert reply["fingerprints"][0] == W.fingerprint(a.clone()) != W.fingerprint(torch.randn(8, 3))
+    assert reply["prints"][0] == exact_print(a.clone()) != exact_print(torch.randn(8, 3))
     W.release()
     assert "kept" not in STATE
     with pytest.raises(TypeError, match="not a tensor"):

@@ -1059,9 +1059,9 @@ def test_the_candidates_correctness_limit_covers_the_references_whole_request(mo
     seen = []
     real = Session.draw_run
 
-    def spy(self, worker, seeds, variants, timeout, ship=True, keep=False):
+    def spy(self, worker, seeds, variants, timeout, ship=True, **kw):
         t0 = time.perf_counter()
-        out = real(self, worker, seeds, variants, timeout, ship, keep)
+        out = real(self, worker, seeds, variants, timeout, ship, **kw)
         if worker is self.ref:
             time.sleep(1.0)
         seen.append(("ref" if worker is self.ref else "cand", timeout, time.perf_counter() - t0))

@@ -83,6 +83,15 @@ def _compare_digests(hr: dict, hc: dict, calls: list[int] | None) -> str | None:
     return None
 
 
+def split_sets(structure: list[int], outs: list) -> list[list]:
+    """A flat list of outputs cut into per-set lists (``structure``: how many outputs each set has)."""
+    res, i = [], 0
+    for n in structure:
+        res.append(outs[i:i + n])
+        i += n
+    return res
+
+
 def compare(ref: list[torch.Tensor], cand: list[torch.Tensor], ref_structure, cand_structure) -> tuple[str, str] | None:
     """None if the candidate's outputs match; else (flag, reason)."""
     if ref_structure != cand_structure or len(ref) != len(cand):

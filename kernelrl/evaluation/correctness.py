@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from kernelrl.evaluation.calibrate import output_bytes, run_timeout
-from kernelrl.evaluation.compare import compare, one_cpu_thread
+from kernelrl.evaluation.compare import compare, one_cpu_thread, split_sets
 from kernelrl.evaluation.ipc import MAX_PAYLOAD
 from kernelrl.evaluation.result import CandidateFailed, EvalResult
 from kernelrl.evaluation.static import uses_jit
@@ -29,6 +29,8 @@ MIN_TRIALS = 3
 # Compared on the device (Session.on_device), a request keeps at most this many bytes of outputs in each worker:
 # the sets of a batch stay in GPU memory until they are compared (one 6.4 GB softmax set a request on any card).
 DEVICE_KEEP_BYTES = 8 * 1024**3
+# The task audit (task-input-independent) looks at the reference's first output of this many sets.
+AUDIT_SETS = 4
 
 
 def trials_for(cfg_trials: int, out_bytes: int) -> int:
@@ -58,7 +60,7 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
     reference whose output does not depend on its inputs)."""
     cfg = s.cfg
     ref_outputs_seen: list[torch.Tensor] = []
-    ref_prints: list = []  # the same, as fingerprints, for outputs compared on the device
+    ref_prints: list = []  # the same, as exact prints, for outputs compared on the device
     done, hc = 0, {}
     split_s = {"inputs": 0.0, "ref": 0.0, "cand": 0.0, "compare": 0.0}
     s.out_bytes = ob = output_bytes(cal.out_meta)
@@ -79,7 +81,8 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
             n = 1
         seeds, variants = s.draw_seeds(n)
         t1 = time.perf_counter()
-        ref_s, hr, ro = s.draw_run(s.ref, seeds, variants, timeout=s._left(cfg.max_wall_s), keep=keep)
+        ref_s, hr, ro = s.draw_run(s.ref, seeds, variants, timeout=s._left(cfg.max_wall_s), keep=keep,
+                                   prints=keep and len(ref_prints) < AUDIT_SETS)
         t2 = time.perf_counter()
         # the candidate draws the same sets and ships outputs as large: its limit adds DRAW_FACTOR x what the
         # reference's request took (its forward calls included: more allowance, never less, than the draw alone)
@@ -101,11 +104,11 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
         for key, dt in zip(split_s, (t1 - t0 + gen, t2 - t1 - gen, t3 - t2, time.perf_counter() - t3)):
             split_s[key] += dt
         result.timing["correctness_split_s"] = {key: round(v, 4) for key, v in split_s.items()}
-        if keep:  # the task audit from fingerprints of the first output of each set (worker_share.fingerprint)
-            fps = s.split(hr["structure"], list(hr.get("fingerprints") or []))
-            ref_prints.extend(f[0] for f in fps if f and len(ref_prints) < 4)
-        for r in s.split(hr["structure"], ro):  # first output of each trial, for the task audit
-            if len(ref_outputs_seen) < 4 and r:
+        if keep:  # the task audit from exact prints of the first output of each set (worker_load.exact_print)
+            fps = split_sets(hr["structure"], list(hr.get("prints") or []))
+            ref_prints.extend(f[0] for f in fps if f and len(ref_prints) < AUDIT_SETS)
+        for r in split_sets(hr["structure"], ro):  # first output of each trial, for the task audit
+            if len(ref_outputs_seen) < AUDIT_SETS and r:
                 ref_outputs_seen.append(r[0])
         done += n
         if s.progress:
@@ -127,7 +130,7 @@ def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: 
             raise CandidateFailed(got[1], f"correctness trial {done + got[0] + 1}: {got[2]}")
         return True
     with one_cpu_thread():
-        for i, (r, cc) in enumerate(zip(s.split(hr["structure"], ro), s.split(hc["structure"], co))):
+        for i, (r, cc) in enumerate(zip(split_sets(hr["structure"], ro), split_sets(hc["structure"], co))):
             bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
             if bad:
                 raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")

@@ -13,13 +13,12 @@ import math
 
 import torch
 
+from kernelrl.evaluation.ipc import DTYPES  # the dtypes the wire format knows
+
 HANDLE_BYTES = 64  # sizeof(CUipcMemHandle)
 # cuIpcOpenMemHandle's flag: enable peer access lazily (required value; one device here, so never used).
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
-_DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
-    torch.int64, torch.uint8, torch.bool, torch.complex64)}
 
 
 class ShareError(RuntimeError):
@@ -122,7 +121,7 @@ class Opened:
     def view(self, desc: dict) -> torch.Tensor:
         """The exported tensor, read in place (a validated descriptor: the bytes must lie inside the mapping)."""
         try:
-            dtype = _DTYPES[desc["dtype"]]
+            dtype = DTYPES[desc["dtype"]]
             shape = [int(s) for s in desc["shape"]]
             nbytes, offset, hx = int(desc["nbytes"]), int(desc["offset"]), str(desc["handle"])
         except (KeyError, TypeError, ValueError) as e:

@@ -40,7 +40,7 @@ SIDE_IO_BYTES = 256 * 1024 * 1024  # one pwrite/preadv moves at most this much (
 # is strictly request then reply, so the worker never writes while the parent reads.
 SIDE_KEEP_PAGES = False
 
-_DTYPES = {str(d).removeprefix("torch."): d for d in (
+DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
     torch.int64, torch.uint8, torch.bool, torch.complex64)}
 
@@ -67,7 +67,7 @@ def tensor_to_bytes(t: torch.Tensor) -> tuple[dict, memoryview | bytes]:
 
 
 def bytes_to_tensor(meta: dict, raw: bytes) -> torch.Tensor:
-    dtype = _DTYPES.get(meta.get("dtype"))
+    dtype = DTYPES.get(meta.get("dtype"))
     if dtype is None:
         raise ProtocolError(f"unsupported dtype {meta.get('dtype')!r}")
     shape = [int(s) for s in meta["shape"]]
@@ -276,7 +276,7 @@ def _rebuild(meta: dict, raw) -> torch.Tensor:
     """bytes_to_tensor, with metadata that does not fit its bytes (shape x dtype != nbytes: a huge shape with no
     bytes would make us allocate it) a ProtocolError."""
     try:
-        dtype = _DTYPES.get(meta.get("dtype"))
+        dtype = DTYPES.get(meta.get("dtype"))
         if dtype is not None and math.prod(int(s) for s in meta["shape"]) * dtype.itemsize != len(raw):
             raise ProtocolError(f"tensor metadata {meta} does not fit its {len(raw)} bytes")
         return bytes_to_tensor(meta, raw)

@@ -336,21 +336,22 @@ class Session(HeldPhases):
                 [self.rng.choice(VARIANTS) if variants else "normal" for _ in range(n)])
 
     def draw_run(self, worker: WorkerProcess, seeds: list[int], variants: list[str], timeout: float,
-                 ship: bool = True, keep: bool = False) -> tuple[float, dict, list]:
+                 ship: bool = True, keep: bool = False, prints: bool = False) -> tuple[float, dict, list]:
         """The worker draws each input set on its own device (worker.cmd_draw_run) and runs forward on it; its
         outputs come back (``ship`` false: their shapes only; ``keep``: they stay in the worker for
         compare_kept, the candidate's exported: worker_share.keep_outputs takes what the handler would have
-        sent). Seconds on the parent's clock, reply, outputs."""
+        sent; ``prints``: the reference's kept outputs' exact prints too, for the task audit). Seconds on the
+        parent's clock, reply, outputs."""
         t0 = time.perf_counter()
         h, outs = self._req(worker, {"cmd": "draw_run", "seeds": seeds, "variants": variants, "ship": ship,
-                                     **self._keep_header(worker, keep)},
+                                     **self._keep_header(worker, keep, prints)},
                             timeout=timeout, harness=worker is self.ref)
         return time.perf_counter() - t0, h, outs
 
-    def _keep_header(self, worker: WorkerProcess, keep: bool) -> dict:
+    def _keep_header(self, worker: WorkerProcess, keep: bool, prints: bool = False) -> dict:
         if not keep:
             return {}
-        return {"keep": True, "fingerprint": True} if worker is self.ref else {"keep": True, "export": True}
+        return {"keep": True, "prints": prints} if worker is self.ref else {"keep": True, "export": True}
 
     def on_device(self, out_bytes: int) -> bool:
         """Outputs of ``out_bytes`` a set are compared on the GPU (compare_kept) rather than shipped."""
@@ -369,7 +370,7 @@ class Session(HeldPhases):
             self.share_ok = False
             return "fallback", str(hc.get("ipc_error") or "no descriptors")
         h, _ = self._req(self.ref, {"cmd": "compare_kept", "ipc": ipc, "ref_structure": hr.get("structure"),
-                                    "cand_structure": hc.get("structure")}, timeout=timeout, harness=True)
+                                    "cand_structure": st}, timeout=timeout, harness=True)
         if h.get("ipc_failed"):
             self.share_ok = False
             return "fallback", str(h["ipc_failed"])
@@ -535,13 +536,6 @@ class Session(HeldPhases):
                 bad = compare(ro, co, hr.get("structure"), hc.get("structure"))
         if bad:
             raise CandidateFailed("timing-mismatch", f"timing round {round_no}: audit of call {i + 1}: {bad[1]}")
-
-    def split(self, structure: list[int], outs: list) -> list[list]:
-        res, i = [], 0
-        for n in structure:
-            res.append(outs[i:i + n])
-            i += n
-        return res
 
 
 def candidate_hash(source: str) -> str:

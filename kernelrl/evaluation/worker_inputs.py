@@ -109,21 +109,15 @@ def float_post(x, post):
     return x
 
 
-def structure(xs: list[torch.Tensor]) -> dict:
-    """Matrix structure every sample of an input shares (triangular, strictly triangular, symmetric in its last
-    two dims): timing inputs are generated with it, so a candidate that relies on the task's input contract (an
-    upper-triangular product) is timed on inputs that honour it."""
-    found = [structure_of(t) for t in xs]
-    return merge_structures(found) if found else {}
-
-
 # The structures structure_of tests, in the order the first one that holds is taken: (name, fn, diagonal).
 _TRI = (("triu", torch.triu, (1, 0)), ("tril", torch.tril, (-1, 0)))
 
 
 def structure_of(t: torch.Tensor) -> dict:
-    """Every structure one sample has (all diagonals that hold, symmetry): merged over samples by
-    merge_structures, so the samples need not be held at once (KernelBench's largest inputs are gigabytes)."""
+    """Matrix structure of one sample (every diagonal its triangle holds at, symmetry in its last two dims), merged
+    over samples by merge_structures: timing inputs are generated with what all samples share, so a candidate that
+    relies on the task's input contract (an upper-triangular product) is timed on inputs that honour it. One
+    sample at a time, so the samples need not be held at once (KernelBench's largest inputs are gigabytes)."""
     if t.dim() < 2 or not t.numel():
         return {"none": True}
     st: dict = {name: [d for d in ds if torch.equal(t, fn(t, d))] for name, fn, ds in _TRI}
@@ -175,9 +169,9 @@ def input_template(module, dev: torch.device | None = None) -> list[dict]:
                 sample = module.get_inputs()
         else:
             sample = module.get_inputs()
-        if first is None:
-            first = [x if not isinstance(x, torch.Tensor) else torch.empty(0, dtype=x.dtype) for x in sample]
-            shapes = [list(x.shape) if isinstance(x, torch.Tensor) else None for x in sample]
+        if first is None:  # what each input is (shape, dtype, or the constant itself), without its memory
+            first = [torch.empty(x.shape, dtype=x.dtype, device="meta") if isinstance(x, torch.Tensor) else x
+                     for x in sample]
         stats.append([_reduce(x) if isinstance(x, torch.Tensor) else {} for x in sample])
         del sample
     out = []
@@ -188,19 +182,19 @@ def input_template(module, dev: torch.device | None = None) -> list[dict]:
         ss = [s[i] for s in stats]
         dtype = str(x.dtype).removeprefix("torch.")
         if x.dtype == torch.bool:
-            out.append({"kind": "bool", "shape": shapes[i], "dtype": dtype})
+            out.append({"kind": "bool", "shape": list(x.shape), "dtype": dtype})
         elif x.is_floating_point():
             nz = ss[0]["numel"]
             lo = min(s["min"] for s in ss) if nz else 0.0
             hi = max(s["max"] for s in ss) if nz else 1.0
             std = float(torch.tensor([s["std"] for s in ss]).mean()) if nz > 1 else 1.0
             mean = float(torch.tensor([s["mean"] for s in ss]).mean()) if nz else 0.0
-            out.append({"kind": "float", "shape": shapes[i], "dtype": dtype, "nonneg": lo >= 0, "lo": lo,
+            out.append({"kind": "float", "shape": list(x.shape), "dtype": dtype, "nonneg": lo >= 0, "lo": lo,
                         "hi": hi, "std": std, "mean": mean, **merge_structures([s["structure"] for s in ss])})
         else:
             lo = min(int(s["min"]) for s in ss) if ss[0]["numel"] else 0
             hi = max(int(s["max"]) for s in ss) if ss[0]["numel"] else 1
-            out.append({"kind": "int", "shape": shapes[i], "dtype": dtype, "lo": lo, "hi": hi + 1})
+            out.append({"kind": "int", "shape": list(x.shape), "dtype": dtype, "lo": lo, "hi": hi + 1})
     return out
 
 

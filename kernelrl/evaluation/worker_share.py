@@ -17,25 +17,10 @@ from __future__ import annotations
 
 import torch
 
-from kernelrl.evaluation.compare import compare
+from kernelrl.evaluation.compare import compare, split_sets
 from kernelrl.evaluation.devshare import Opened, ShareError, export
+from kernelrl.evaluation.worker_load import exact_print
 from kernelrl.evaluation.worker_state import STATE, device
-
-FINGERPRINT_SAMPLES = 64  # elements of each kept output sampled (strided) into its fingerprint
-
-
-def fingerprint(t: torch.Tensor) -> list:
-    """A small summary of a reference output, for the parent's task audit (task-input-independent: identical
-    outputs for different inputs) without shipping the output: its sum and a strided sample of its values."""
-    x = t.reshape(-1)
-    if not x.numel():
-        return [0.0, []]
-    if x.is_complex():
-        x = torch.view_as_real(x).reshape(-1)
-    step = max(1, x.numel() // FINGERPRINT_SAMPLES)
-    sample = x[::step][:FINGERPRINT_SAMPLES]
-    return [float(x.sum(dtype=torch.float64)), sample.to(torch.float64).tolist()]
-
 
 def release() -> None:
     """Drop outputs kept by an earlier request (before the next one runs: the memory is the task's to use)."""
@@ -44,7 +29,8 @@ def release() -> None:
 
 def keep_outputs(h: dict, reply: dict, out: list) -> tuple[dict, list]:
     """Header ``keep``: the handler's outputs stay here (contiguous copies where they were not) and the reply says
-    their shapes and dtypes (``out_meta``); ``fingerprint``: their fingerprints too; ``export``: CUDA IPC
+    their shapes and dtypes (``out_meta``); ``prints``: their exact prints too (worker_load.exact_print, for the
+    parent's task audit: identical outputs for different inputs, without shipping them); ``export``: CUDA IPC
     descriptors of them (``ipc``), or ``ipc_error`` when they cannot be exported (the parent then asks again
     with shipping)."""
     if not reply.get("ok", True):
@@ -56,8 +42,8 @@ def keep_outputs(h: dict, reply: dict, out: list) -> tuple[dict, list]:
         kept.append(t.detach().contiguous())
     STATE["kept"] = kept
     reply["out_meta"] = [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in kept]
-    if h.get("fingerprint"):
-        reply["fingerprints"] = [fingerprint(t) for t in kept]
+    if h.get("prints"):
+        reply["prints"] = [exact_print(t) for t in kept]
     if h.get("export"):
         if device().type == "cuda":
             torch.cuda.synchronize()  # the copies made contiguous above, done before another process reads them
@@ -66,14 +52,6 @@ def keep_outputs(h: dict, reply: dict, out: list) -> tuple[dict, list]:
         except ShareError as e:
             reply["ipc_error"] = str(e)
     return reply, []
-
-
-def split(structure: list[int], outs: list) -> list[list]:
-    res, i = [], 0
-    for n in structure:
-        res.append(outs[i:i + n])
-        i += n
-    return res
 
 
 def cmd_compare_kept(h, _tensors):
@@ -94,7 +72,7 @@ def cmd_compare_kept(h, _tensors):
             cand = [opened.view(d) for d in descs]
         except ShareError as e:
             return {"ok": True, "ipc_failed": str(e)}, []
-        for i, (r, c) in enumerate(zip(split(rs, ref), split(cs, cand))):
+        for i, (r, c) in enumerate(zip(split_sets(rs, ref), split_sets(cs, cand))):
             bad = compare(r, c, rs[i], cs[i])
             if bad:
                 return {"ok": True, "bad": [i, *bad]}, []
