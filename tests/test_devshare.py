@@ -176,6 +176,30 @@ def test_gigabyte_scale_outputs_are_compared_on_the_device():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_large_sets_give_their_cached_memory_back_between_phases(monkeypatch):
+    monkeypatch.setattr(S, "TRIM_MIN_BYTES", 256 * 1024**2)  # this task's set: 128 MiB in, 128 MiB out
+    r = evaluate(BIG_TASK, BIG_GOOD, GPU)
+    t = r.timing.get("trimmed_mib") or {}
+    assert r.correct and len(t.get("ref", [])) == 2 and len(t.get("cand", [])) == 1, r.to_dict()
+    assert all(after <= before for role in t.values() for before, after in role), t
+    assert t["ref"][0][1] < t["ref"][0][0], t  # calibration's staged sets went back to the driver
+    monkeypatch.setattr(S, "TRIM_MIN_BYTES", 1024**3)
+    r = evaluate(BIG_TASK, BIG_GOOD, GPU)
+    assert r.correct and "trimmed_mib" not in r.timing, r.timing  # under the threshold: nothing asked
+
+
+def test_trim_drops_what_a_phase_left():
+    from kernelrl.evaluation import worker as W
+    from kernelrl.evaluation.worker_state import STATE
+
+    STATE["kept"], STATE["staged"], STATE["round_outs"] = [torch.ones(4)], [[torch.ones(4)]], [torch.ones(2)]
+    reply, out = W.cmd_trim({}, [])
+    assert reply["ok"] and out == [] and "kept" not in STATE
+    assert STATE["staged"] == [] and STATE["round_outs"] == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_a_candidate_that_refuses_to_export_is_compared_through_the_host():
     # it replaces the harness's export (its own process: it can) with one that always fails
     src = BIG_GOOD + ("\nimport kernelrl.evaluation.worker_share as _ws\n"

@@ -42,9 +42,12 @@ def test_huge_sets_get_fewer_spans_per_block(monkeypatch):
 
 
 @pytest.mark.timeout(300)
-def test_reference_worker_stays_within_the_block_budget(monkeypatch):
+@pytest.mark.parametrize("budget_mb, limit_mb", [(200, 400), (60, 150)])
+def test_reference_worker_stays_within_the_block_budget(monkeypatch, budget_mb, limit_mb):
     """Calibration's 4-span blocks once staged 2x the budget, and a worker drew a block's sets beside the previous
-    block's: the reference grew to ~3x its budget and was OOM-killed in a 2 GB container."""
+    block's: the reference grew to ~3x its budget and was OOM-killed in a 2 GB container. At 60 MB one set (~40 MB
+    as budgeted) overflows half the budget: a block still holds 2 sets, and calibration 2 spans, not 4 (4 sets:
+    KernelBench's 7-16 GiB inputs held up to 80 GiB on the H200)."""
     import threading
     import time
 
@@ -52,7 +55,6 @@ def test_reference_worker_stays_within_the_block_budget(monkeypatch):
 
     import kernelrl.evaluation.api as api
 
-    budget_mb = 200
     base: dict[int, int] = {}
     peak: dict[int, int] = {}
     orig = api.Session.start_ref
@@ -90,4 +92,4 @@ def test_reference_worker_stays_within_the_block_budget(monkeypatch):
     grew = (peak[pid] - b) / MB
     # a block's sets (budgeted at 1.25x their bytes), a call's temporaries and the heap prefaulted for the
     # outputs: 1.6x here alone, a little more in the full suite; the old path grew 2.4x (480 MB)
-    assert grew <= 2.0 * budget_mb, (grew, r.timing.get("calls_per_round"))
+    assert grew <= limit_mb, (grew, r.timing.get("calls_per_round"))

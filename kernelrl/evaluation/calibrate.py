@@ -134,10 +134,13 @@ def calibrate(s: Session) -> Calibration:
     # block's k x spans (4 spans of k_mem calls staged 2x the budget and got the reference OOM-killed in a 2 GB
     # container).
     k_cal = max(1, k_mem * spans // 4)
+    # Sets so large that even one call per span overflows the budget (KernelBench: 7-16 GiB inputs) get 2 spans
+    # (one measured): 4 held 4 sets, up to 80 GiB on the H200, more than an H100 has.
+    cal_spans = 4 if 4 * k_cal * set_bytes <= max(budget, spans * k_mem * set_bytes) else 2
     k, t1, busy = 1, None, 0.0
     for it in range(5):
         k0 = min(k_cal, 8 if t1 is None else k)
-        spans_t = s.ref_block(k0, 4, expect_s=(t1 or 0.0) * k0)
+        spans_t = s.ref_block(k0, cal_spans, expect_s=(t1 or 0.0) * k0)
         busy += sum(spans_t)
         t1 = max(statistics.median(spans_t[1:]) - overhead, 1e-9) / k0
         k_new = calls_per_span(cfg, k_mem, t1)

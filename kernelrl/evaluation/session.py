@@ -92,6 +92,11 @@ DEVICE_COMPARE_MIN_BYTES = 64 * 1024**2
 # compare exact prints and only what differs crosses the host (_load_state). 8 KernelBench problems have 1-8 GiB of
 # weights (bench/results/2026-11-28-cpu-kernelbench-sizes), which the host path ships at ~1 GiB/s at best.
 STATE_PRINT_MIN_BYTES = 256 * 1024**2
+# Between phases, a worker whose input and output sets are this large a set gives its cached device memory back
+# (worker.cmd_trim): two workers share one GPU, and what one's allocator keeps the other cannot use (KernelBench
+# self-pairs with 7-16 GiB inputs failed with out-of-memory on a 140 GiB H200). Smaller tasks skip it: their cache
+# is small and a warm allocator is part of the state both sides are timed in.
+TRIM_MIN_BYTES = 1024**3
 
 
 class Session(HeldPhases):
@@ -105,6 +110,7 @@ class Session(HeldPhases):
         # Outputs compared on the device (on_device) while this holds; bytes of one set's outputs (calibration)
         self.share_ok, self.out_bytes = True, 0
         self.state_prints, self.state_shipped = None, None  # a large state's prints; how many tensors it shipped
+        self.trimmed: dict[str, list] = {}  # trim(): MiB reserved before and after, per role
         self.dir = scratch_dir("eval")  # the parent's own scratch (0700); stale ones are reaped
         self.task_source, self.cand_source = task_source, cand_source
         # Compile caches keyed by source hash: a candidate can write only where its own builds live, and a
@@ -376,6 +382,18 @@ class Session(HeldPhases):
             return "fallback", str(h["ipc_failed"])
         bad = h.get("bad")
         return "ok", (int(bad[0]), str(bad[1]), str(bad[2])) if bad else None
+
+    def trim(self, set_bytes: int, *workers: WorkerProcess) -> None:
+        """Between phases, when a set (inputs and outputs of one call) is TRIM_MIN_BYTES or more: ``workers`` drop
+        what the last phase left (staged sets, kept outputs) and return their cached device memory
+        (worker.cmd_trim). Reserved bytes before and after, per role, in ``self.trimmed``."""
+        if set_bytes < TRIM_MIN_BYTES or not self.device.startswith("cuda"):
+            return
+        for w in workers:
+            h, _ = self._req(w, {"cmd": "trim"}, timeout=self._left(60), harness=w is self.ref)
+            role = "ref" if w is self.ref else "cand"
+            self.trimmed.setdefault(role, []).append([int(h.get("reserved_before") or 0) >> 20,
+                                                      int(h.get("reserved_after") or 0) >> 20])
 
     def hold(self, worker: WorkerProcess) -> None:
         """Before every request to ``worker`` (``_req``): whenever the reference runs (a timed span, a harness phase, a

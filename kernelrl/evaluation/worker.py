@@ -552,13 +552,33 @@ def cmd_spin(h, _tensors):
     return {"ok": True}, []
 
 
+def cmd_trim(_h, _tensors):
+    """Between phases (session.trim, large sets only): drop the staged sets, a block's outputs and kept outputs,
+    and give the allocator's cached memory back to the driver. Why: the caching allocator keeps what a phase
+    freed, and the other worker on the same GPU cannot use it. On the H200 (bench/results/2026-11-28-h200x2-
+    kernelbench-l1) four KernelBench self-pairs with 7-16 GiB inputs failed with out-of-memory: the reference's
+    worker still held 69-83 GiB from calibration (four spans of one set each) while the candidate staged its
+    timing block; the candidate's last kept correctness outputs (7 GiB) were also still alive."""
+    STATE["staged"], STATE["round_outs"] = [], []
+    _release_kept()
+    gc.collect()
+    dev = _device()
+    before = after = 0
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        before = torch.cuda.memory_reserved(dev)
+        torch.cuda.empty_cache()
+        after = torch.cuda.memory_reserved(dev)
+    return {"ok": True, "reserved_before": before, "reserved_after": after}, []
+
+
 HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_held,
             "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
             "load_state": cmd_load_state, "draw_run": cmd_draw_run,
             "stage": cmd_stage, "go": cmd_go, "capture": cmd_capture, "digest": cmd_digest, "quiesce": cmd_quiesce,
             "fetch": cmd_fetch, "eager": cmd_eager,
             "echo": cmd_echo, "bandwidth": cmd_bandwidth, "compare_kept": cmd_compare_kept,
-            "state": cmd_state}
+            "state": cmd_state, "trim": cmd_trim}
 
 
 def main() -> None:
