@@ -193,9 +193,12 @@ def test_trim_drops_what_a_phase_left():
     from kernelrl.evaluation.worker_state import STATE
 
     STATE["kept"], STATE["staged"], STATE["round_outs"] = [torch.ones(4)], [[torch.ones(4)]], [torch.ones(2)]
+    STATE["graphs"] = {"k": 1}
     reply, out = W.cmd_trim({}, [])
     assert reply["ok"] and out == [] and "kept" not in STATE
-    assert STATE["staged"] == [] and STATE["round_outs"] == []
+    assert STATE["staged"] == [] and STATE["round_outs"] == [] and STATE["graphs"] == {"k": 1}
+    reply, _ = W.cmd_trim({"graphs": True}, [])  # a side timed eagerly from now on: its graphs go too
+    assert reply["ok"] and STATE["graphs"] is None
 
 
 @pytest.mark.gpu

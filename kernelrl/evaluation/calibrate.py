@@ -237,6 +237,8 @@ def _reference_eager(s: Session, cal: Calibration, k: int, why: str) -> None:
     """Both sides eager: the reference's eager baseline and ``k`` calls a span; its replay queueing times no longer
     size the holds."""
     s.replay["ref"] = False
+    # its graphs (a block's sets and outputs) are not replayed again: large ones give their memory back
+    s.trim(cal.in_bytes + output_bytes(cal.out_meta), s.ref, graphs=True)
     cal.ref_dev_baseline = cal.ref_dev_baseline_eager
     cal.k = k
     s.graphs.pop("k_eager", None)

@@ -383,14 +383,15 @@ class Session(HeldPhases):
         bad = h.get("bad")
         return "ok", (int(bad[0]), str(bad[1]), str(bad[2])) if bad else None
 
-    def trim(self, set_bytes: int, *workers: WorkerProcess) -> None:
+    def trim(self, set_bytes: int, *workers: WorkerProcess, graphs: bool = False) -> None:
         """Between phases, when a set (inputs and outputs of one call) is TRIM_MIN_BYTES or more: ``workers`` drop
-        what the last phase left (staged sets, kept outputs) and return their cached device memory
-        (worker.cmd_trim). Reserved bytes before and after, per role, in ``self.trimmed``."""
+        what the last phase left (staged sets, kept outputs; ``graphs``: their captured graphs, when they are
+        timed eagerly from now on) and return their cached device memory (worker.cmd_trim). Reserved MiB before
+        and after, per role, in ``self.trimmed``."""
         if set_bytes < TRIM_MIN_BYTES or not self.device.startswith("cuda"):
             return
         for w in workers:
-            h, _ = self._req(w, {"cmd": "trim"}, timeout=self._left(60), harness=w is self.ref)
+            h, _ = self._req(w, {"cmd": "trim", "graphs": graphs}, timeout=self._left(60), harness=w is self.ref)
             role = "ref" if w is self.ref else "cand"
             self.trimmed.setdefault(role, []).append([int(h.get("reserved_before") or 0) >> 20,
                                                       int(h.get("reserved_after") or 0) >> 20])

@@ -552,14 +552,18 @@ def cmd_spin(h, _tensors):
     return {"ok": True}, []
 
 
-def cmd_trim(_h, _tensors):
+def cmd_trim(h, _tensors):
     """Between phases (session.trim, large sets only): drop the staged sets, a block's outputs and kept outputs,
     and give the allocator's cached memory back to the driver. Why: the caching allocator keeps what a phase
     freed, and the other worker on the same GPU cannot use it. On the H200 (bench/results/2026-11-28-h200x2-
     kernelbench-l1) four KernelBench self-pairs with 7-16 GiB inputs failed with out-of-memory: the reference's
     worker still held 69-83 GiB from calibration (four spans of one set each) while the candidate staged its
-    timing block; the candidate's last kept correctness outputs (7 GiB) were also still alive."""
-    STATE["staged"], STATE["round_outs"] = [], []
+    timing block; the candidate's last kept correctness outputs (7 GiB) were also still alive. ``graphs``: the
+    captured graphs too (with their input sets and outputs), when the side is timed eagerly from now on: a
+    reference whose replays were slower kept a block's worth (28 GiB) beside its eager blocks and failed on go."""
+    STATE["staged"], STATE["round_outs"], STATE["last_out"] = [], [], None
+    if h.get("graphs"):
+        STATE["graphs"] = None
     _release_kept()
     gc.collect()
     dev = _device()
