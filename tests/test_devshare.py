@@ -201,6 +201,18 @@ def test_trim_drops_what_a_phase_left():
     assert reply["ok"] and STATE["graphs"] is None
 
 
+def test_an_out_of_memory_error_says_what_the_harness_held():
+    from kernelrl.evaluation.worker_memory import held_summary
+    from kernelrl.evaluation.worker_state import STATE
+
+    x = torch.ones(1 << 20)  # 4 MiB, named twice: counted once
+    STATE["staged"], STATE["round_outs"] = [[x, x[5:]]], [torch.ones(3 << 20)]
+    try:
+        assert held_summary().startswith("staged 4, round_outs 12")
+    finally:
+        STATE["staged"], STATE["round_outs"] = [], []
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_a_candidate_that_refuses_to_export_is_compared_through_the_host():

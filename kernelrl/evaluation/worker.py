@@ -32,6 +32,7 @@ from kernelrl.evaluation.worker_eager import cmd_eager
 from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, generate as _generate,
                                                generate_columns as _generate_columns, inputs_module as _inputs_module,
                                                rows as _rows)
+from kernelrl.evaluation.worker_memory import cmd_trim, held_summary as _held_summary
 from kernelrl.evaluation.worker_share import cmd_compare_kept, keep_outputs as _keep_outputs, release as _release_kept
 from kernelrl.evaluation.worker_load import (cmd_load, cmd_load_state, cmd_state, cmd_warm,
                                              flatten_outputs as _flatten_outputs)
@@ -552,30 +553,6 @@ def cmd_spin(h, _tensors):
     return {"ok": True}, []
 
 
-def cmd_trim(h, _tensors):
-    """Between phases (session.trim, large sets only): drop the staged sets, a block's outputs and kept outputs,
-    and give the allocator's cached memory back to the driver. Why: the caching allocator keeps what a phase
-    freed, and the other worker on the same GPU cannot use it. On the H200 (bench/results/2026-11-28-h200x2-
-    kernelbench-l1) four KernelBench self-pairs with 7-16 GiB inputs failed with out-of-memory: the reference's
-    worker still held 69-83 GiB from calibration (four spans of one set each) while the candidate staged its
-    timing block; the candidate's last kept correctness outputs (7 GiB) were also still alive. ``graphs``: the
-    captured graphs too (with their input sets and outputs), when the side is timed eagerly from now on: a
-    reference whose replays were slower kept a block's worth (28 GiB) beside its eager blocks and failed on go."""
-    STATE["staged"], STATE["round_outs"], STATE["last_out"] = [], [], None
-    if h.get("graphs"):
-        STATE["graphs"] = None
-    _release_kept()
-    gc.collect()
-    dev = _device()
-    before = after = 0
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-        before = torch.cuda.memory_reserved(dev)
-        torch.cuda.empty_cache()
-        after = torch.cuda.memory_reserved(dev)
-    return {"ok": True, "reserved_before": before, "reserved_after": after}, []
-
-
 HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_held,
             "probe": cmd_probe, "spin": cmd_spin, "warm": cmd_warm, "load": cmd_load,
             "load_state": cmd_load_state, "draw_run": cmd_draw_run,
@@ -606,6 +583,7 @@ def main() -> None:
             kind = type(e).__name__
             if isinstance(e, torch.cuda.OutOfMemoryError) or isinstance(e, MemoryError):
                 kind = "OutOfMemory"
+                e = type(e)(f"{str(e)[:700]} [held by the harness: {_held_summary()}]")
             reply = {"ok": False, "kind": kind, "error": f"{type(e).__name__}: {str(e)[:1000]}",
                      "traceback": traceback.format_exc()[-3000:], "ext_failures": STATE["ext_failures"]}
             out = []

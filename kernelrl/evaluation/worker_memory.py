@@ -1,0 +1,68 @@
+"""Worker memory between phases (worker.py's ``trim`` command) and what an out-of-memory error reports: two
+workers share one GPU, and the caching allocator keeps what a phase freed, where the other worker cannot use it."""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+
+from kernelrl.evaluation.worker_share import release
+from kernelrl.evaluation.worker_state import STATE, device
+
+
+def cmd_trim(h, _tensors):
+    """Between phases (session.trim, large sets only): drop the staged sets, a block's outputs and kept outputs,
+    and give the allocator's cached memory back to the driver. Why: the caching allocator keeps what a phase
+    freed, and the other worker on the same GPU cannot use it. On the H200 (bench/results/2026-11-28-h200x2-
+    evaluator-v13d) four KernelBench self-pairs with 7-16 GiB inputs failed with out-of-memory: the reference's
+    worker still held 69-83 GiB from calibration (four spans of one set each) while the candidate staged its
+    timing block; the candidate's last kept correctness outputs (7 GiB) were also still alive. ``graphs``: the
+    captured graphs too (with their input sets and outputs), when the side is timed eagerly from now on (after
+    the trim above, references still failed on go holding 70 GiB; graphs kept beside eager blocks are one
+    suspect, held_summary says what held it next time)."""
+    STATE["staged"], STATE["round_outs"], STATE["last_out"] = [], [], None
+    if h.get("graphs"):
+        STATE["graphs"] = None
+    release()
+    gc.collect()
+    dev = device()
+    before = after = 0
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        before = torch.cuda.memory_reserved(dev)
+        torch.cuda.empty_cache()
+        after = torch.cuda.memory_reserved(dev)
+    return {"ok": True, "reserved_before": before, "reserved_after": after}, []
+
+
+def held_summary() -> str:
+    """An out-of-memory error's diagnosis: MiB of device tensors each harness state entry holds (staged sets,
+    outputs, graphs, kept outputs; storages counted once), beside what the allocator has allocated."""
+    seen: set[int] = set()
+
+    def walk(x, depth=0) -> int:
+        if isinstance(x, torch.Tensor):
+            if x.device.type == "meta":
+                return 0
+            st = x.untyped_storage()
+            if st.data_ptr() in seen:
+                return 0
+            seen.add(st.data_ptr())
+            return st.nbytes()
+        if depth > 4:
+            return 0
+        if isinstance(x, dict):
+            return sum(walk(v, depth + 1) for v in x.values())
+        if isinstance(x, (list, tuple)):
+            return sum(walk(v, depth + 1) for v in x)
+        return 0
+
+    try:
+        held = {key: walk(v) >> 20 for key, v in list(STATE.items())}
+        out = ", ".join(f"{key} {mib}" for key, mib in held.items() if mib)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            out += f"; allocated {torch.cuda.memory_allocated() >> 20} MiB"
+        return out or "nothing"
+    except Exception as e:  # noqa: BLE001 - a diagnosis must not hide the error it diagnoses
+        return f"unknown ({type(e).__name__})"
