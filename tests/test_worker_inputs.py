@@ -52,3 +52,36 @@ def test_template_drawn_on_the_gpu():
     t = input_template(mod, torch.device("cuda"))
     assert seen == ["cuda"] * 3  # drawn under the GPU as torch's default device
     _check(t)
+
+
+def _template(dtype: str, kind: str = "float") -> list[dict]:
+    t = {"kind": kind, "shape": [64, 33], "dtype": dtype}
+    if kind == "float":
+        t.update(nonneg=False, lo=-3.0, hi=3.0, std=1.0, mean=0.25)
+    else:
+        t.update(lo=0, hi=7)
+    return [t, {"kind": "const", "value": 5}]
+
+
+def _drawn_into_matches(dev: torch.device, dtype: str, kind: str) -> None:
+    from kernelrl.evaluation.worker_inputs import generate_columns
+
+    tpl = _template(dtype, kind)
+    plain = generate_columns(tpl, 1234, dev, 3)
+    bufs = [torch.full_like(plain[0], 9), [None] * 3]
+    into = generate_columns(tpl, 1234, dev, 3, into=bufs)
+    assert torch.equal(into[0], plain[0]) and into[1] == plain[1] == [5, 5, 5]
+    in_place = into[0] is bufs[0]
+    assert in_place == (kind == "int" or (dev.type == "cuda" and dtype == "float32")), (dev, dtype, kind)
+
+
+def test_integers_are_drawn_into_the_buffers_they_refill():
+    _drawn_into_matches(torch.device("cpu"), "int64", "int")
+    _drawn_into_matches(torch.device("cpu"), "float32", "float")  # CPU floats: drawn apart, the caller copies
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_replayed_blocks_draw_into_their_graph_buffers_with_the_same_values():
+    for dtype, kind in (("float32", "float"), ("float16", "float"), ("int32", "int")):
+        _drawn_into_matches(torch.device("cuda"), dtype, kind)

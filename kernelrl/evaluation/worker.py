@@ -352,8 +352,9 @@ def cmd_stage(h, _tensors):
         # EvalConfig.cuda_graphs: the fresh values go into the buffers the captured graphs read (cmd_capture);
         # the same copies on both sides, in this parent-timed phase
         G = _graphs(k=k)
-        for dst, src in zip(G["cols"], _generate_columns(STATE["template"], int(h["seed"]), dev, k)):
-            if isinstance(dst, torch.Tensor):
+        cols = G["cols"]
+        for dst, src in zip(cols, _generate_columns(STATE["template"], int(h["seed"]), dev, k, into=cols)):
+            if isinstance(dst, torch.Tensor) and src is not dst:
                 dst.copy_(src)
         STATE["staged"] = G["sets"]
     else:

@@ -226,29 +226,39 @@ def rows(columns: list, k: int) -> list[list]:
     return [list(row) for row in zip(*columns)] if columns else [[] for _ in range(k)]
 
 
-def generate_columns(template: list[dict], seed: int, dev: torch.device, k: int) -> list:
-    """One column per template entry: a [k, *shape] tensor drawn from ``seed``, or k copies of a constant."""
+def generate_columns(template: list[dict], seed: int, dev: torch.device, k: int, into: list | None = None) -> list:
+    """One column per template entry: a [k, *shape] tensor drawn from ``seed``, or k copies of a constant.
+    ``into``: columns to draw into where the values come out the same (the same draw, written in place: float32 on
+    a GPU, integers); the caller copies the other columns. Why: a replayed block's staging refilled its graphs'
+    buffers from a second, fresh batch, twice the inputs' memory at once (KernelBench's 2-D average pooling: 32 GiB
+    more beside 32 GiB of buffers, out-of-memory on the H200)."""
     g = torch.Generator(device=dev).manual_seed(seed)
     columns: list = []
-    for t in template:
+    for i, t in enumerate(template):
         if t["kind"] == "const":
             columns.append([t["value"]] * k)
             continue
         dtype = getattr(torch, t["dtype"])
         shape = [k, *t["shape"]]
+        dst = into[i] if into is not None else None
+        if not (isinstance(dst, torch.Tensor) and list(dst.shape) == shape and dst.dtype == dtype
+                and dst.is_contiguous() and dst.device.type == dev.type):
+            dst = None
         if t["kind"] == "bool":
             x = torch.rand(shape, generator=g, device=dev) < 0.5
         elif t["kind"] == "int":
-            x = torch.randint(t["lo"], max(t["hi"], t["lo"] + 1), shape, generator=g, device=dev, dtype=dtype)
+            x = torch.randint(t["lo"], max(t["hi"], t["lo"] + 1), shape, generator=g, device=dev, dtype=dtype,
+                              **({"out": dst} if dst is not None else {}))
         elif dev.type == "cpu":
             x = cheap_floats(t, k, g).to(dtype)
-        elif t["nonneg"]:
-            span = max(t["hi"] - max(t["lo"], 0.0), 1e-6)
-            x = torch.rand(shape, generator=g, device=dev).mul_(span).add_(max(t["lo"], 0.0)).to(dtype)
         else:
-            # Uniform with the template's mean and std: fresh values at a fraction of randn's cost on CPU.
-            x = torch.rand(shape, generator=g, device=dev).sub_(0.5).mul_(3.4641016 * max(t["std"], 1e-6))
-            x = x.add_(t["mean"]).to(dtype)
+            o = {"out": dst} if dst is not None and dtype == torch.float32 else {}
+            x = torch.rand(shape, generator=g, device=dev, **o)
+            if t["nonneg"]:
+                x = x.mul_(max(t["hi"] - max(t["lo"], 0.0), 1e-6)).add_(max(t["lo"], 0.0)).to(dtype)
+            else:
+                # Uniform with the template's mean and std: fresh values at a fraction of randn's cost on CPU.
+                x = x.sub_(0.5).mul_(3.4641016 * max(t["std"], 1e-6)).add_(t["mean"]).to(dtype)
         if t["kind"] == "float":
             x = apply_structure(x, t)
         columns.append(x)
