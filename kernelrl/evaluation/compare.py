@@ -114,6 +114,23 @@ def compare(ref: list[torch.Tensor], cand: list[torch.Tensor], ref_structure, ca
     return None
 
 
+def output_diff(a: list, b: list) -> tuple[float, float]:
+    """Relative error norm and largest absolute difference of outputs ``a`` against ``b`` (floating outputs of
+    equal shapes; non-finite positions left out): reference_variation's numbers, not a verdict."""
+    num = den = mx = 0.0
+    for x, y in zip(a, b):
+        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.is_floating_point()
+                and x.shape == y.shape):
+            continue
+        x, y = x.reshape(-1), y.reshape(-1)
+        ok = torch.isfinite(x) & torch.isfinite(y)
+        d = (x[ok].double() - y[ok].double())
+        num += float(d.pow(2).sum())
+        den += float(y[ok].double().pow(2).sum())
+        mx = max(mx, float(d.abs().max()) if d.numel() else 0.0)
+    return (math.sqrt(num / den) if den > 0 else math.sqrt(num)), mx
+
+
 @contextlib.contextmanager
 def one_cpu_thread():
     """The parent's comparisons on one CPU thread: with torch's pool of one thread per core on the 16-core H100

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from kernelrl.evaluation.calibrate import output_bytes, run_timeout
-from kernelrl.evaluation.compare import compare, one_cpu_thread, split_sets
+from kernelrl.evaluation.compare import compare, one_cpu_thread, output_diff, split_sets
 from kernelrl.evaluation.ipc import MAX_PAYLOAD
-from kernelrl.evaluation.result import CandidateFailed, EvalResult
+from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError
 from kernelrl.evaluation.static import uses_jit
 
 # The candidate's time limit for a batch of correctness sets adds this many times what the reference's own request
@@ -98,7 +98,7 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
                 or sum(st) != n_out):
             raise CandidateFailed("shape-mismatch", f"correctness trials {done + 1}-{done + n}: the candidate "
                                   f"returned outputs for {len(st) if isinstance(st, list) else '?'} of {n} input sets")
-        if not _compare_sets(s, result, keep, (hr, ro), (hc, co), done):
+        if not _compare_sets(s, result, keep, (hr, ro), (hc, co), done, (seeds, variants)):
             continue  # these sets again, through the host (share_ok is false from now on)
         # the reference's draw was inside its run: counted as input drawing
         for key, dt in zip(split_s, (t1 - t0 + gen, t2 - t1 - gen, t3 - t2, time.perf_counter() - t3)):
@@ -117,9 +117,12 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
     _after(result, hc, ref_outputs_seen, ref_prints)
 
 
-def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: tuple, done: int) -> bool:
+def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: tuple, done: int,
+                  drawn: tuple) -> bool:
     """One batch's outputs compared (on the device when ``keep``, else here): raises CandidateFailed on the first
-    mismatch; False when the device path fell back (nothing compared: the caller runs the sets again)."""
+    mismatch (a wrong output compared here says how much the reference varies on the same inputs:
+    reference_variation); False when the device path fell back (nothing compared: the caller runs the sets
+    again)."""
     (hr, ro), (hc, co) = ref, cand
     if keep:
         how, got = s.compare_kept(hr, hc, s._left(s.cfg.max_wall_s))
@@ -133,8 +136,31 @@ def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: 
         for i, (r, cc) in enumerate(zip(split_sets(hr["structure"], ro), split_sets(hc["structure"], co))):
             bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
             if bad:
-                raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}")
+                note = reference_variation(s, result, drawn[0][i], drawn[1][i], r, cc) if bad[0] == "wrong-output" \
+                    else ""
+                raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}{note}")
     return True
+
+
+def reference_variation(s: Session, result: EvalResult, seed: int, variant: str, ref: list, cand: list) -> str:
+    """A diagnosis beside a wrong output, changing no verdict: the reference runs the same input set twice more,
+    its state restored before each run (worker_variation.cmd_rerun), and the two runs' difference is reported
+    with the candidate's (``timing.reference_variation``; a sentence for the error). Empty when the reference
+    cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: never the verdict's business)."""
+    try:
+        h, outs = s._req(s.ref, {"cmd": "rerun", "seed": int(seed), "variant": str(variant), "runs": 2},
+                         timeout=s._left(60), harness=True)
+        runs = split_sets(h["structure"], outs) if h.get("restored") else []
+    except (CandidateFailed, EvaluatorError, KeyError, TypeError, ValueError):
+        return ""
+    if len(runs) != 2:
+        return ""
+    with one_cpu_thread():
+        (v_rel, v_max), (c_rel, c_max) = output_diff(runs[1], runs[0]), output_diff(cand, ref)
+    result.timing["reference_variation"] = {"ref_rel_norm": v_rel, "ref_max_abs": v_max, "cand_rel_norm": c_rel,
+                                            "cand_max_abs": c_max}
+    return (f"; the reference against itself on these inputs (two runs, same state): relative error norm "
+            f"{v_rel:.3g}, max |diff| {v_max:.3g}; the candidate: {c_rel:.3g}, {c_max:.3g}")
 
 
 def _after(result: EvalResult, hc: dict, ref_outputs_seen: list, ref_prints: list) -> None:

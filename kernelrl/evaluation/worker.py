@@ -33,6 +33,7 @@ from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, gene
                                                generate_columns as _generate_columns, inputs_module as _inputs_module,
                                                rows as _rows)
 from kernelrl.evaluation.worker_memory import cmd_trim, held_summary as _held_summary
+from kernelrl.evaluation.worker_variation import cmd_rerun
 from kernelrl.evaluation.worker_share import cmd_compare_kept, keep_outputs as _keep_outputs, release as _release_kept
 from kernelrl.evaluation.worker_load import (cmd_load, cmd_load_state, cmd_state, cmd_warm,
                                              flatten_outputs as _flatten_outputs)
@@ -560,7 +561,7 @@ HANDLERS = {"sem": cmd_sem, "holder": cmd_holder, "hold": cmd_hold, "held": cmd_
             "stage": cmd_stage, "go": cmd_go, "capture": cmd_capture, "digest": cmd_digest, "quiesce": cmd_quiesce,
             "fetch": cmd_fetch, "eager": cmd_eager,
             "echo": cmd_echo, "bandwidth": cmd_bandwidth, "compare_kept": cmd_compare_kept,
-            "state": cmd_state, "trim": cmd_trim}
+            "state": cmd_state, "trim": cmd_trim, "rerun": cmd_rerun}
 
 
 def main() -> None:

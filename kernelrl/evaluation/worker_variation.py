@@ -1,0 +1,53 @@
+"""The reference against itself on one correctness set (reference worker's ``rerun`` command): when a candidate's
+outputs fail the comparison, the parent asks how much the reference's own outputs vary on the same inputs, and says
+so beside the verdict (correctness.reference_variation). A diagnosis only: no verdict reads it.
+
+Why: a KernelBench self-pair (level 2 77_ConvTranspose3d_Scale_BatchNorm_GlobalAvgPool, the reference against
+itself) failed `wrong-output` on the H200 with a relative error norm of 1.92e-4 > 1e-4, and nothing in the result
+said whether the reference itself varies that much (bench/results/2026-11-28-h200x2-evaluator-v13d). Both runs here
+start from the same model state (parameters and buffers restored: a training-mode BatchNorm updates its running
+statistics on every call, and a state that moved between the runs would read as variation)."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelrl.evaluation.worker_inputs import draw_inputs, inputs_module
+from kernelrl.evaluation.worker_load import flatten_outputs
+from kernelrl.evaluation.worker_state import STATE, device
+
+# Model states larger than this are not copied for the runs (a diagnosis must not cost gigabytes): the reply says
+# the state was not restored, and the parent reports nothing.
+RERUN_STATE_MAX_BYTES = 1024**3
+
+
+def cmd_rerun(h, _tensors):
+    """Run input set (``seed``, ``variant``) through forward ``runs`` times (default 2), the model's state restored
+    before each run; reply with every run's outputs (the caller's sets are small: the host path)."""
+    model, dev = STATE["model"], device()
+    state = {k: v.detach().clone() for k, v in _state(model).items()}
+    if sum(v.numel() * v.element_size() for v in state.values()) > RERUN_STATE_MAX_BYTES:
+        return {"ok": True, "restored": False}, []
+    task_inputs = inputs_module()
+    outs, structure = [], []
+    with torch.no_grad():
+        for _ in range(int(h.get("runs", 2))):
+            for k, v in _state(model).items():
+                v.copy_(state[k])
+            inputs = draw_inputs(task_inputs, int(h["seed"]), str(h["variant"]), dev)
+            res = flatten_outputs(model(*inputs))
+            structure.append(len(res))
+            outs.extend(t.detach().clone() for t in res)
+            del inputs
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    return {"ok": True, "restored": True, "structure": structure}, outs
+
+
+def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer (by object: names that share a tensor are one entry)."""
+    seen: dict[int, tuple[str, torch.Tensor]] = {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if t is not None:
+            seen.setdefault(id(t), (name, t))
+    return dict(seen.values())
