@@ -93,7 +93,7 @@ DEVICE_COMPARE_MIN_BYTES = 64 * 1024**2
 # weights (bench/results/2026-11-28-cpu-kernelbench-sizes), which the host path ships at ~1 GiB/s at best.
 STATE_PRINT_MIN_BYTES = 256 * 1024**2
 # Between phases, a worker whose input and output sets are this large a set gives its cached device memory back
-# (worker.cmd_trim): two workers share one GPU, and what one's allocator keeps the other cannot use (KernelBench
+# (worker_memory.cmd_trim): two workers share one GPU, and what one's allocator keeps the other cannot use (KernelBench
 # self-pairs with 7-16 GiB inputs failed with out-of-memory on a 140 GiB H200). Smaller tasks skip it: their cache
 # is small and a warm allocator is part of the state both sides are timed in.
 TRIM_MIN_BYTES = 1024**3
@@ -386,15 +386,18 @@ class Session(HeldPhases):
     def trim(self, set_bytes: int, *workers: WorkerProcess, graphs: bool = False) -> None:
         """Between phases, when a set (inputs and outputs of one call) is TRIM_MIN_BYTES or more: ``workers`` drop
         what the last phase left (staged sets, kept outputs; ``graphs``: their captured graphs, when they are
-        timed eagerly from now on) and return their cached device memory (worker.cmd_trim). Reserved MiB before
+        timed eagerly from now on) and return their cached device memory (worker_memory.cmd_trim). Reserved MiB before
         and after, per role, in ``self.trimmed``."""
         if set_bytes < TRIM_MIN_BYTES or not self.device.startswith("cuda"):
             return
         for w in workers:
             h, _ = self._req(w, {"cmd": "trim", "graphs": graphs}, timeout=self._left(60), harness=w is self.ref)
             role = "ref" if w is self.ref else "cand"
-            self.trimmed.setdefault(role, []).append([int(h.get("reserved_before") or 0) >> 20,
-                                                      int(h.get("reserved_after") or 0) >> 20])
+            try:  # a report only; the candidate's worker could send anything
+                mib = [int(h.get("reserved_before") or 0) >> 20, int(h.get("reserved_after") or 0) >> 20]
+            except (TypeError, ValueError):
+                mib = None
+            self.trimmed.setdefault(role, []).append(mib)
 
     def hold(self, worker: WorkerProcess) -> None:
         """Before every request to ``worker`` (``_req``): whenever the reference runs (a timed span, a harness phase, a
