@@ -35,8 +35,7 @@ from kernelrl import EVALUATOR_VERSION
 from kernelrl.config.devices import resolve_device
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import flags as F
-from kernelrl.evaluation.calibrate import (Calibration, calibrate, capture_candidate, output_bytes,
-                                          round_memory_bytes, uses_held_clock)
+from kernelrl.evaluation.calibrate import Calibration, calibrate, capture_candidate, uses_held_clock, round_memory_bytes
 from kernelrl.evaluation.compare import COMPARE_CHUNK, TOLERANCES, compare, compare_digests
 from kernelrl.evaluation.correctness import check_correctness
 from kernelrl.evaluation.eager import measure_eager
@@ -162,8 +161,7 @@ def _protocol(s: Session, result: EvalResult, baseline: dict) -> None:
     s.mark("start")
     result.sandbox["network_isolated_ref"] = s.ref.network_isolated
     cal = calibrate(s)
-    set_bytes = cal.in_bytes + output_bytes(cal.out_meta)
-    s.trim(set_bytes, s.ref)  # calibration's four spans of sets, cached, would crowd the candidate out
+    s.trim(cal.set_bytes, s.ref)  # calibration's four spans of sets, cached, would crowd the candidate out
     s.mark("calibrate")
     h = s.start_cand()
     s.mark("build")
@@ -176,7 +174,7 @@ def _protocol(s: Session, result: EvalResult, baseline: dict) -> None:
     result.custom_kernel_built = bool(h.get("ext_builds")) and not h.get("ext_failures")
     result.executable = True
     check_correctness(s, result, cal)
-    s.trim(set_bytes, s.ref, s.cand)  # the last kept outputs and the correctness sets, before the timing blocks
+    s.trim(cal.set_bytes, s.ref, s.cand)  # the last kept outputs and the correctness sets, before the timing blocks
     s.mark("correctness")
     SPARES.pause()  # no spare worker starts beside the timed spans
     try:

@@ -84,6 +84,11 @@ class Calibration:
     k_held_cap: int = 1 << 30  # EvalConfig.clock = "held": the most calls whose launches queue behind a hold
     ref_dev_baseline_eager: float = 0.0  # EvalConfig.cuda_graphs: the held baseline of eager spans, kept
 
+    @property
+    def set_bytes(self) -> int:
+        """Bytes of one call's inputs and outputs (what session.trim compares with TRIM_MIN_BYTES)."""
+        return self.in_bytes + output_bytes(self.out_meta)
+
 
 def round_memory_bytes(cfg: EvalConfig, device: str) -> int:
     """What one worker may keep alive for a timing block (see ``round_memory_mb``). On CPU the staged sets are
@@ -238,7 +243,7 @@ def _reference_eager(s: Session, cal: Calibration, k: int, why: str) -> None:
     size the holds."""
     s.replay["ref"] = False
     # its graphs (a block's sets and outputs) are not replayed again: large ones give their memory back
-    s.trim(cal.in_bytes + output_bytes(cal.out_meta), s.ref, graphs=True)
+    s.trim(cal.set_bytes, s.ref, graphs=True)
     cal.ref_dev_baseline = cal.ref_dev_baseline_eager
     cal.k = k
     s.graphs.pop("k_eager", None)

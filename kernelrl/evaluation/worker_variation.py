@@ -25,14 +25,15 @@ def cmd_rerun(h, _tensors):
     """Run input set (``seed``, ``variant``) through forward ``runs`` times (default 2), the model's state restored
     before each run; reply with every run's outputs (the caller's sets are small: the host path)."""
     model, dev = STATE["model"], device()
-    state = {k: v.detach().clone() for k, v in _state(model).items()}
+    own = model.state_dict() if isinstance(model, torch.nn.Module) else {}  # detached views of the model's own
+    state = {k: v.clone() for k, v in own.items()}
     if sum(v.numel() * v.element_size() for v in state.values()) > RERUN_STATE_MAX_BYTES:
         return {"ok": True, "restored": False}, []
     task_inputs = inputs_module()
     outs, structure = [], []
     with torch.no_grad():
         for _ in range(int(h.get("runs", 2))):
-            for k, v in _state(model).items():
+            for k, v in own.items():
                 v.copy_(state[k])
             inputs = draw_inputs(task_inputs, int(h["seed"]), str(h["variant"]), dev)
             res = flatten_outputs(model(*inputs))
@@ -43,11 +44,3 @@ def cmd_rerun(h, _tensors):
         torch.cuda.synchronize(dev)
     return {"ok": True, "restored": True, "structure": structure}, outs
 
-
-def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Every parameter and buffer (by object: names that share a tensor are one entry)."""
-    seen: dict[int, tuple[str, torch.Tensor]] = {}
-    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-        if t is not None:
-            seen.setdefault(id(t), (name, t))
-    return dict(seen.values())
