@@ -39,4 +39,10 @@ __version__ = "0.1.0"
 # sets are drawn by each worker on its own device from the seed and variant the parent sends
 # (worker_inputs.draw_inputs; on a GPU other values than the host's draw, so a borderline verdict can change).
 # Timing scores change only for candidates that cannot be captured and references whose replays are slower.
-EVALUATOR_VERSION = "kernelrl-eval-13"
+# Version 14: a wrong output compared on the host (a correctness set, or a timing block's audited call) passes when
+# the candidate is as close to the reference as two runs of the reference itself on those inputs, its state
+# restored (compare.within_variation: within 3x, never past 10x the dtype's bound; flag within-reference-variation);
+# it failed before (KernelBench L2 77 against itself). A model whose forward rebinds a tensor attribute is not
+# captured in a CUDA graph (worker_load.rebound_attrs): its side is timed eagerly, where its replays read freed
+# memory before (L3 33_VanillaRNN). Timing is otherwise as in version 13.
+EVALUATOR_VERSION = "kernelrl-eval-14"

@@ -131,6 +131,40 @@ def output_diff(a: list, b: list) -> tuple[float, float]:
     return (math.sqrt(num / den) if den > 0 else math.sqrt(num)), mx
 
 
+# A wrong output passes when the reference varies as much against itself on the same inputs (two more runs, its
+# state restored before each: correctness.reference_variation): the candidate's relative error norm and its largest
+# difference each within VARIATION_FACTOR x the reference's own, the norm also within VARIATION_CAP x the dtype's
+# bound, and NaN/inf in the same places. Why: KernelBench level 2 77_ConvTranspose3d_Scale_BatchNorm_GlobalAvgPool
+# failed against itself at 1.4e-4 > 1e-4 while two runs of its reference on that set differed by 1.7e-4 (H200;
+# bench/results/2026-11-28-h200x4-kernelbench): cuDNN's non-deterministic algorithms with TF32 off vary 7-9e-6
+# run to run on get_inputs (0 with cudnn.deterministic), and a global pool of near-cancelling values makes that a
+# large share of a small norm. The factor leaves room for a third sample of the same noise; the cap keeps a
+# noisy reference from passing anything: float32's 1e-4 bound never loosens past 1e-3.
+VARIATION_FACTOR = 3.0
+VARIATION_CAP = 10.0
+
+
+def within_variation(ref: list, cand: list, run_a: list, run_b: list) -> bool:
+    """True when ``cand`` is as close to ``ref`` as the reference's two runs ``run_a``/``run_b`` are to each other
+    (see VARIATION_FACTOR); non-floating outputs must pass ``compare`` as they are."""
+    floats = [i for i, r in enumerate(ref) if isinstance(r, torch.Tensor) and r.is_floating_point()]
+    rest = [i for i in range(len(ref)) if i not in floats]
+    if len(ref) != len(cand) or compare([ref[i] for i in rest], [cand[i] for i in rest], 0, 0):
+        return False
+    for i in floats:
+        r, c = ref[i], cand[i]
+        if not isinstance(c, torch.Tensor) or c.shape != r.shape or c.dtype != r.dtype:
+            return False
+        if not torch.equal(torch.isfinite(r), torch.isfinite(c)):
+            return False
+    if not floats:
+        return False
+    v_rel, v_max = output_diff(run_b, run_a)
+    c_rel, c_max = output_diff(cand, ref)
+    cap = VARIATION_CAP * min(TOLERANCES.get(ref[i].dtype, TOLERANCES[torch.float32])[2] for i in floats)
+    return v_rel > 0 and c_rel <= VARIATION_FACTOR * v_rel and c_max <= VARIATION_FACTOR * v_max and c_rel <= cap
+
+
 @contextlib.contextmanager
 def one_cpu_thread():
     """The parent's comparisons on one CPU thread: with torch's pool of one thread per core on the 16-core H100

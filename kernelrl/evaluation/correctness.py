@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from kernelrl.evaluation.calibrate import output_bytes, run_timeout
-from kernelrl.evaluation.compare import compare, one_cpu_thread, output_diff, split_sets
+from kernelrl.evaluation.compare import compare, one_cpu_thread, output_diff, split_sets, within_variation
 from kernelrl.evaluation.ipc import MAX_PAYLOAD
 from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError
 from kernelrl.evaluation.static import uses_jit
@@ -136,31 +136,38 @@ def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: 
         for i, (r, cc) in enumerate(zip(split_sets(hr["structure"], ro), split_sets(hc["structure"], co))):
             bad = compare(r, cc, hr["structure"][i], hc["structure"][i])
             if bad:
-                note = reference_variation(s, result, drawn[0][i], drawn[1][i], r, cc) if bad[0] == "wrong-output" \
-                    else ""
+                note, within = reference_variation(s, result, {"seed": int(drawn[0][i]), "variant": str(drawn[1][i])},
+                                                   r, cc) if bad[0] == "wrong-output" else ("", False)
+                if within:  # as close as the reference to itself (compare.within_variation): this set passes
+                    result.flag("within-reference-variation")
+                    continue
                 raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}{note}")
     return True
 
 
-def reference_variation(s: Session, result: EvalResult, seed: int, variant: str, ref: list, cand: list) -> str:
-    """A diagnosis beside a wrong output, changing no verdict: the reference runs the same input set twice more,
-    its state restored before each run (worker_variation.cmd_rerun), and the two runs' difference is reported
-    with the candidate's (``timing.reference_variation``; a sentence for the error). Empty when the reference
-    cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: never the verdict's business)."""
+def reference_variation(s: Session, result: EvalResult, which: dict, ref: list, cand: list) -> tuple[str, bool]:
+    """After a wrong output: the reference runs the same input set (``which``: a correctness set's seed and variant,
+    or a timing block's ``stage``) twice more, its state restored before each run (worker_variation.cmd_rerun),
+    and the two runs' difference is reported with the candidate's
+    (``timing.reference_variation``; a sentence for the error). Returns the sentence and whether the candidate is
+    within the reference's own variation (compare.within_variation: then the set passes). ("", False) when the
+    reference cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: the wrong output stands)."""
     try:
-        h, outs = s._req(s.ref, {"cmd": "rerun", "seed": int(seed), "variant": str(variant), "runs": 2},
-                         timeout=s._left(60), harness=True)
+        h, outs = s._req(s.ref, {"cmd": "rerun", "runs": 2, **which}, timeout=s._left(60), harness=True)
         runs = split_sets(h["structure"], outs) if h.get("restored") else []
     except (CandidateFailed, EvaluatorError, KeyError, TypeError, ValueError):
-        return ""
+        return "", False
     if len(runs) != 2:
-        return ""
+        return "", False
     with one_cpu_thread():
         (v_rel, v_max), (c_rel, c_max) = output_diff(runs[1], runs[0]), output_diff(cand, ref)
+        within = within_variation(ref, cand, runs[0], runs[1])
+    # the numbers of the last such set; sets_passed counts every set (correctness or audit) passed this way
+    passed = (result.timing.get("reference_variation") or {}).get("sets_passed", 0) + within
     result.timing["reference_variation"] = {"ref_rel_norm": v_rel, "ref_max_abs": v_max, "cand_rel_norm": c_rel,
-                                            "cand_max_abs": c_max}
+                                            "cand_max_abs": c_max, "within": within, "sets_passed": passed}
     return (f"; the reference against itself on these inputs (two runs, same state): relative error norm "
-            f"{v_rel:.3g}, max |diff| {v_max:.3g}; the candidate: {c_rel:.3g}, {c_max:.3g}")
+            f"{v_rel:.3g}, max |diff| {v_max:.3g}; the candidate: {c_rel:.3g}, {c_max:.3g}"), within
 
 
 def _after(result: EvalResult, hc: dict, ref_outputs_seen: list, ref_prints: list) -> None:

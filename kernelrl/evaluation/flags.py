@@ -22,6 +22,9 @@ FLAGS: dict[str, str] = {
     "correctness-trials-reduced": "the outputs are so large that fewer correctness input sets than configured "
     "were run (correctness.SHIP_BUDGET_BYTES, at least MIN_TRIALS; timing.correctness_trials_run says how many); "
     "information",
+    "within-reference-variation": "a correctness set's outputs failed the tolerance but were as close to the "
+    "reference as two runs of the reference itself on that set (compare.within_variation; "
+    "timing.reference_variation); the set passed; information",
     "timing-mismatch": "outputs produced during timing rounds differ from the reference on the same inputs "
     "(stale or cached results, state drift after the checked calls)",
     # timing integrity

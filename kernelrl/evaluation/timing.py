@@ -305,7 +305,7 @@ def timed_blocks(s: Session, result: EvalResult, cal: Calibration) -> tuple[Pair
         if bad:
             raise CandidateFailed("timing-mismatch", f"timing block {blocks + 1}: {bad}")
         if s.rng.random() < AUDIT_FRACTION or blocks == audit_block:
-            s.audit(k * B, blocks + 1)
+            s.audit(k * B, blocks + 1, result, seed)
             audits += 1
         blocks += 1
         if warming:

@@ -35,8 +35,9 @@ from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, gene
 from kernelrl.evaluation.worker_memory import cmd_trim, held_summary as _held_summary
 from kernelrl.evaluation.worker_variation import cmd_rerun
 from kernelrl.evaluation.worker_share import cmd_compare_kept, keep_outputs as _keep_outputs, release as _release_kept
-from kernelrl.evaluation.worker_load import (cmd_load, cmd_load_state, cmd_state, cmd_warm,
-                                             flatten_outputs as _flatten_outputs)
+from kernelrl.evaluation.worker_load import (cmd_load, cmd_load_state, cmd_state, cmd_warm, flatten_outputs as
+                                             _flatten_outputs, rebound_attrs as _rebound_attrs, tensor_attrs as
+                                             _tensor_attrs)
 from kernelrl.evaluation.worker_state import (STATE, device as _device, host_bytes as _host_bytes,
                                               prefault as _prefault)
 
@@ -448,10 +449,9 @@ def cmd_capture(h, _tensors):
     buffers that every later replayed block's staging refills with fresh values (``stage`` with ``replay``).
     Captured before any timed values exist (the buffers hold throwaway values from ``seed``), so nothing computed
     here can be an answer; each replay's outputs are digested and audited like eager ones. A model that cannot
-    be captured (a sync or host read in forward, an unsupported op) replies graph: False with the reason, and
-    the evaluation stays eager on both sides. Outside every clock."""
-    dev = _device()
-    STATE["graphs"] = None
+    be captured (a sync or host read in forward, an unsupported op, worker_load.rebound_attrs) replies graph:
+    False with the reason, and that side stays eager. Outside every clock."""
+    dev, STATE["graphs"] = _device(), None
     STATE["staged"], STATE["round_outs"] = [], []
     k, spans = int(h["k"]), int(h["spans"])
     if dev.type != "cuda":
@@ -466,11 +466,15 @@ def cmd_capture(h, _tensors):
             # torch's recipe: a few eager calls on a side stream first (lazy handles, autotuning, workspaces)
             side = torch.cuda.Stream()
             side.wait_stream(_current_stream())
+            seen = [_tensor_attrs(model)]  # a forward that rebinds tensor attributes is not replayable (below)
             with torch.cuda.stream(side):
                 for x in sets[:2]:
                     model(*x)
+                    seen.append(_tensor_attrs(model))
             _current_stream().wait_stream(side)
             _cuda_sync()
+            if why := _rebound_attrs(seen):
+                return {"ok": True, "graph": False, "why": why}, []
             for j in range(spans):
                 g = torch.cuda.CUDAGraph()
                 # one memory pool for the block's graphs (replayed in capture order, never at once)

@@ -215,3 +215,32 @@ def cmd_load_state(h, tensors):
                 own[name].copy_(t.to(own[name].device))
                 copied += 1
     return {"ok": True, "copied": copied}, []
+
+
+def tensor_attrs(model) -> dict[str, torch.Tensor]:
+    """Every plain tensor attribute (not a parameter or a buffer) of ``model`` and its submodules, by dotted name.
+    The tensors themselves, not their ids: holding them keeps an id from being reused by a new tensor."""
+    mods = model.named_modules() if isinstance(model, torch.nn.Module) else [("", model)]
+    out = {}
+    for prefix, m in mods:
+        try:
+            items = list(vars(m).items())
+        except TypeError:  # an object without __dict__
+            continue
+        for name, v in items:
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
+                out[f"{prefix}.{name}" if prefix else name] = v
+    return out
+
+
+def rebound_attrs(seen: list[dict[str, torch.Tensor]]) -> str:
+    """Why a model cannot be captured in a CUDA graph, given ``tensor_attrs`` before and after each warm-up call
+    (empty when it can): its forward binds a tensor attribute to a new tensor on each call. KernelBench level 3
+    33_VanillaRNN does (``self.hidden = tanh(...)``): the graph reads the tensor bound before capture, which is
+    freed after it, so a replay read freed memory (``illegal memory access`` on the H200, call 9 of
+    bench/results/2026-11-28-h200x4-kernelbench). In-place updates (BatchNorm's running stats) keep the tensor."""
+    moved = sorted({n for a, b in zip(seen, seen[1:]) for n, t in a.items() if n in b and b[n] is not t})
+    if not moved:
+        return ""
+    return (f"forward binds tensor attribute(s) {', '.join(moved[:3])} to new tensors on each call: a graph "
+            "replay would read memory freed after capture")

@@ -1,6 +1,7 @@
-"""The reference against itself on one correctness set (reference worker's ``rerun`` command): when a candidate's
-outputs fail the comparison, the parent asks how much the reference's own outputs vary on the same inputs, and says
-so beside the verdict (correctness.reference_variation). A diagnosis only: no verdict reads it.
+"""The reference against itself on one input set (reference worker's ``rerun`` command): when a candidate's outputs
+fail the comparison (a correctness set, or the audited call of a timing block), the parent asks how much the
+reference's own outputs vary on the same inputs (correctness.reference_variation), says so beside the verdict, and
+passes the set when the candidate is as close as that (compare.within_variation).
 
 Why: a KernelBench self-pair (level 2 77_ConvTranspose3d_Scale_BatchNorm_GlobalAvgPool, the reference against
 itself) failed `wrong-output` on the H200 with a relative error norm of 1.92e-4 > 1e-4, and nothing in the result
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelrl.evaluation.worker_inputs import draw_inputs, inputs_module
+from kernelrl.evaluation.worker_inputs import draw_inputs, generate, generate_columns, inputs_module
 from kernelrl.evaluation.worker_load import flatten_outputs
 from kernelrl.evaluation.worker_state import STATE, device
 
@@ -22,25 +23,41 @@ RERUN_STATE_MAX_BYTES = 1024**3
 
 
 def cmd_rerun(h, _tensors):
-    """Run input set (``seed``, ``variant``) through forward ``runs`` times (default 2), the model's state restored
-    before each run; reply with every run's outputs (the caller's sets are small: the host path)."""
+    """Run one input set through forward ``runs`` times (default 2), the model's state restored before each run and
+    after the last (the evaluation goes on: the candidate's state has not moved); reply with every run's outputs
+    (the caller's sets are small: the host path). The set: correctness set (``seed``, ``variant``), or with
+    ``stage`` = {seed, k, index, replay} call ``index`` of the timing block staged from that seed, drawn again
+    as cmd_stage draws it (replayed: into the captured graphs' buffers, which the next staging refills anyway)."""
     model, dev = STATE["model"], device()
     own = model.state_dict() if isinstance(model, torch.nn.Module) else {}  # detached views of the model's own
     state = {k: v.clone() for k, v in own.items()}
     if sum(v.numel() * v.element_size() for v in state.values()) > RERUN_STATE_MAX_BYTES:
         return {"ok": True, "restored": False}, []
-    task_inputs = inputs_module()
     outs, structure = [], []
     with torch.no_grad():
         for _ in range(int(h.get("runs", 2))):
             for k, v in own.items():
                 v.copy_(state[k])
-            inputs = draw_inputs(task_inputs, int(h["seed"]), str(h["variant"]), dev)
+            inputs = _staged_set(h["stage"], dev) if "stage" in h else \
+                draw_inputs(inputs_module(), int(h["seed"]), str(h["variant"]), dev)
             res = flatten_outputs(model(*inputs))
             structure.append(len(res))
             outs.extend(t.detach().clone() for t in res)
             del inputs
+        for k, v in own.items():
+            v.copy_(state[k])
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     return {"ok": True, "restored": True, "structure": structure}, outs
 
+
+def _staged_set(st: dict, dev: torch.device) -> list:
+    k, i, seed = int(st["k"]), int(st["index"]), int(st["seed"])
+    G = STATE.get("graphs")
+    if st.get("replay") and G and G["k"] * len(G["graphs"]) == k:
+        cols = G["cols"]
+        for dst, src in zip(cols, generate_columns(STATE["template"], seed, dev, k, into=cols)):
+            if isinstance(dst, torch.Tensor) and src is not dst:
+                dst.copy_(src)
+        return list(G["sets"][i])
+    return generate(STATE["template"], seed, dev, k)[i]

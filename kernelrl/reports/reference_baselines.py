@@ -31,13 +31,15 @@ from kernelrl.tasks.loader import Task
 _COMPILE = '''
 
 # --- kernelrl reference baseline: torch.compile(mode={mode!r}) of the reference (reports/reference_baselines.py)
+import os as _kr_os
+
 import torch as _kr_torch
 
-try:  # compile in this process: a pool of compile workers would be reported as leftover processes
-    import torch._inductor.config as _kr_inductor_config
-    _kr_inductor_config.compile_threads = 1
-except Exception:  # pragma: no cover - an older or newer torch without the knob
-    pass
+# Compile in this process: a pool of compile workers would be reported as leftover processes. Set through the
+# environment, which inductor's config reads when torch.compile first imports it: importing the config here and
+# swallowing a failure hid the real error on the H200 (torch 2.11), where every compile then failed with inductor's
+# "Artifact of type=precompile already registered" from a second, partial import.
+_kr_os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
 
 
 class ModelNew(Model):
