@@ -70,9 +70,8 @@ def test_a_copy_of_a_slightly_noisy_reference_passes_within_its_variation():
 
 def test_a_real_error_beside_a_slightly_noisy_reference_still_fails():
     # 7e-4 of the output's norm: under the cap (1e-3), ~5x the reference's own variation (outside VARIATION_FACTOR)
-    r = evaluate(SLIGHTLY_NOISY, _cand(SLIGHTLY_NOISY, "        y = super().forward(x)\n"
-                                                      "        return y + 7e-4 * y.pow(2).mean().sqrt() * torch.sign(x)"),
-                 CFG)
+    body = "        y = super().forward(x)\n        return y + 7e-4 * y.pow(2).mean().sqrt() * torch.sign(x)"
+    r = evaluate(SLIGHTLY_NOISY, _cand(SLIGHTLY_NOISY, body), CFG)
     v = r.timing.get("reference_variation") or {}
     assert "wrong-output" in r.flags and not r.correct and v.get("within") is False, r.to_dict()
 
