@@ -533,6 +533,28 @@ def test_scrubbed_env_drops_secrets(monkeypatch, tmp_path):
     assert not leaked
     assert env["HOME"] == str(tmp_path) and env["OMP_NUM_THREADS"] == "1"
     assert "s3cr3t" not in json.dumps(env) and "pw@" not in json.dumps(env)
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "inductor") and env["LOGNAME"]
+
+
+def test_a_candidate_under_a_fresh_uid_can_ask_who_it_is():
+    """torch 2.11's inductor calls getpass.getuser() at `import torch._dynamo`, which raises for a uid without a
+    passwd entry: every torch.compile candidate failed on the H200 (bench/results/2026-11-28-h200x4-kernelbench,
+    call 11). The worker's environment answers it (LOGNAME) and names inductor's cache (TORCHINDUCTOR_CACHE_DIR,
+    beside the worker's other compile caches, owned by its uid)."""
+    cand = (
+        "import getpass, os\nimport torch\nimport torch.nn as nn\n\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.who = getpass.getuser()\n"
+        "        d = os.environ['TORCHINDUCTOR_CACHE_DIR']\n"
+        "        open(os.path.join(d, 'probe'), 'w').close()  # its own: writable\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.softmax(x, dim=1)\n")
+    r = evaluate(get_task("02_Softmax"), cand, FAST)
+    assert r.executable and r.correct, (r.flags, r.error)
+    if os.geteuid() == 0:
+        assert r.sandbox.get("uid"), r.sandbox  # it did run under a fresh uid
 
 
 _PROBE = '''

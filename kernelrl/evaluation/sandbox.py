@@ -123,6 +123,10 @@ def scrubbed_env(home: Path, cache_dir: Path, threads: int) -> dict[str, str]:
         "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
         "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
         "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        # A candidate's fresh uid has no passwd entry: torch 2.11's inductor names its default cache after
+        # getpass.getuser(), which then raised KeyError at `import torch._dynamo` (every torch.compile candidate
+        # failed on the H200). The cache goes with the others; LOGNAME answers getuser() for any other caller.
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), "LOGNAME": "kernelrl-worker",
         "PYTHONHASHSEED": "0", "MALLOC_ARENA_MAX": "2",
         # Keep large tensors in the heap instead of fresh mmaps: page-fault storms made identical CPU runs
         # differ 2-3x on these VMs.
@@ -364,7 +368,7 @@ class WorkerProcess:
             self.module_path.write_text(module_source)
         self.cache_dir = cache_dir
         if self.uid is not None:
-            for sub in ("torch_extensions", "triton"):
+            for sub in ("torch_extensions", "triton", "inductor"):
                 (cache_dir / sub).mkdir(exist_ok=True)
             for path in [self.tmp, *self.tmp.rglob("*"), cache_dir, *cache_dir.rglob("*")]:
                 try:

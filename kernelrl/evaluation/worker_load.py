@@ -117,6 +117,7 @@ def cmd_load(h, _tensors):
     if h.get("cache_dir"):  # a spare worker learns its compile cache now (its environment was set before)
         os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(h["cache_dir"], "torch_extensions")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(h["cache_dir"], "triton")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(h["cache_dir"], "inductor")
     STATE["device"] = h["device"]
     STATE["seed"] = int(h["seed"])
     if device().type == "cuda":
