@@ -43,6 +43,10 @@ NOISY = TASK.replace("        return 0.0",
                      "        return 1e-3 * torch.tanh(x).pow(2).mean().sqrt() * torch.randn(x.shape, generator=g)")
 # the same, ten times smaller: ~1.4e-4 run to run, over the 1e-4 bound and under the cap
 SLIGHTLY_NOISY = NOISY.replace("return 1e-3 *", "return 1e-4 *")
+# ... and a dropout: the reruns must leave the reference's random generators where they were, or its later timed
+# calls draw other masks than the candidate's (a timing-mismatch for an honest copy)
+DROPOUT = SLIGHTLY_NOISY.replace("return torch.tanh(x) +",
+                                 "return torch.nn.functional.dropout(torch.tanh(x), 0.1, training=True) +")
 # state that moves on every call: without the restore, the two runs would differ by 1 everywhere
 STATEFUL = TASK.replace("        return 0.0", "        self.calls += 1\n        return self.calls")
 
@@ -66,6 +70,13 @@ def test_a_copy_of_a_slightly_noisy_reference_passes_within_its_variation():
     assert "within-reference-variation" in r.flags and v["within"] is True, v
     assert 1e-4 < v["ref_rel_norm"] < 1e-3 and v["sets_passed"] >= 3, v  # every set failed the bound alone, and
     assert r.timing["audits"] >= 1 and v["sets_passed"] >= 3 + r.timing["audits"], r.timing  # each audit too
+
+
+def test_the_reruns_leave_a_dropout_reference_drawing_what_the_candidate_draws():
+    r = evaluate(DROPOUT, _cand(DROPOUT), CFG)
+    v = r.timing.get("reference_variation") or {}
+    assert r.correct and r.speedup > 0 and "timing-mismatch" not in r.flags, r.to_dict()
+    assert v["sets_passed"] >= 3 + r.timing["audits"], r.timing
 
 
 def test_a_real_error_beside_a_slightly_noisy_reference_still_fails():
