@@ -101,7 +101,10 @@ class ModelNew(nn.Module):
 def test_a_candidate_that_fails_only_in_the_eager_phase_keeps_its_evaluation():
     r = evaluate(get_task("02_Softmax"), _FAILS_EAGERLY, FAST)
     assert r.success and r.speedup > 0 and r.speedup == round_toward_one(r.timing["score_raw"]), r.to_dict()
-    assert r.flags == [] and r.error is None, r.to_dict()
+    # no flag from the eager phase; the timing's own information flags come and go with the VM's load (a full
+    # make test run on the 2-core VM with other tests beside it saw harness-time-excess here)
+    assert not set(r.flags) - {"harness-time-excess", "unstable-timing", "host-bound"}, r.to_dict()
+    assert r.error is None, r.to_dict()
     err = r.timing["eager"]["error"]
     assert err.startswith("candidate: ") and "eager-only failure" in err and set(r.timing["eager"]) == {"error"}
     assert list(r.timing["phases_s"])[-1] == "eager"
