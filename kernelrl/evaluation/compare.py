@@ -144,9 +144,10 @@ VARIATION_FACTOR = 3.0
 VARIATION_CAP = 10.0
 
 
-def within_variation(ref: list, cand: list, run_a: list, run_b: list) -> bool:
-    """True when ``cand`` is as close to ``ref`` as the reference's two runs ``run_a``/``run_b`` are to each other
-    (see VARIATION_FACTOR); non-floating outputs must pass ``compare`` as they are."""
+def within_variation(ref: list, cand: list, ref_diff: tuple[float, float], cand_diff: tuple[float, float]) -> bool:
+    """True when ``cand`` is as close to ``ref`` (``cand_diff``: output_diff(cand, ref)) as the reference's two
+    runs are to each other (``ref_diff``: output_diff of the runs; see VARIATION_FACTOR); non-floating outputs must
+    pass ``compare`` as they are."""
     floats = [i for i, r in enumerate(ref) if isinstance(r, torch.Tensor) and r.is_floating_point()]
     rest = [i for i in range(len(ref)) if i not in floats]
     if len(ref) != len(cand) or compare([ref[i] for i in rest], [cand[i] for i in rest], 0, 0):
@@ -159,8 +160,7 @@ def within_variation(ref: list, cand: list, run_a: list, run_b: list) -> bool:
             return False
     if not floats:
         return False
-    v_rel, v_max = output_diff(run_b, run_a)
-    c_rel, c_max = output_diff(cand, ref)
+    (v_rel, v_max), (c_rel, c_max) = ref_diff, cand_diff
     cap = VARIATION_CAP * min(TOLERANCES.get(ref[i].dtype, TOLERANCES[torch.float32])[2] for i in floats)
     return v_rel > 0 and c_rel <= VARIATION_FACTOR * v_rel and c_max <= VARIATION_FACTOR * v_max and c_rel <= cap
 

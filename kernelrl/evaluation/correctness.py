@@ -160,8 +160,9 @@ def reference_variation(s: Session, result: EvalResult, which: dict, ref: list, 
     if len(runs) != 2:
         return "", False
     with one_cpu_thread():
-        (v_rel, v_max), (c_rel, c_max) = output_diff(runs[1], runs[0]), output_diff(cand, ref)
-        within = within_variation(ref, cand, runs[0], runs[1])
+        v, c = output_diff(runs[1], runs[0]), output_diff(cand, ref)
+        within = within_variation(ref, cand, v, c)
+    (v_rel, v_max), (c_rel, c_max) = v, c
     # the numbers of the last such set; sets_passed counts every set (correctness or audit) passed this way
     passed = (result.timing.get("reference_variation") or {}).get("sets_passed", 0) + within
     result.timing["reference_variation"] = {"ref_rel_norm": v_rel, "ref_max_abs": v_max, "cand_rel_norm": c_rel,

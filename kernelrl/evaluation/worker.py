@@ -31,7 +31,7 @@ from kernelrl.evaluation.worker_digest import digest_round, metas as _metas
 from kernelrl.evaluation.worker_eager import cmd_eager
 from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, generate as _generate,
                                                generate_columns as _generate_columns, inputs_module as _inputs_module,
-                                               rows as _rows)
+                                               refill_columns as _refill_columns, rows as _rows)
 from kernelrl.evaluation.worker_memory import cmd_trim, held_summary as _held_summary
 from kernelrl.evaluation.worker_variation import cmd_rerun
 from kernelrl.evaluation.worker_share import cmd_compare_kept, keep_outputs as _keep_outputs, release as _release_kept
@@ -354,10 +354,7 @@ def cmd_stage(h, _tensors):
         # EvalConfig.cuda_graphs: the fresh values go into the buffers the captured graphs read (cmd_capture);
         # the same copies on both sides, in this parent-timed phase
         G = _graphs(k=k)
-        cols = G["cols"]
-        for dst, src in zip(cols, _generate_columns(STATE["template"], int(h["seed"]), dev, k, into=cols)):
-            if isinstance(dst, torch.Tensor) and src is not dst:
-                dst.copy_(src)
+        _refill_columns(G["cols"], STATE["template"], int(h["seed"]), dev, k)
         STATE["staged"] = G["sets"]
     else:
         STATE["staged"] = _generate(STATE["template"], int(h["seed"]), dev, k) if k else []

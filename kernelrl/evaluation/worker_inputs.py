@@ -226,6 +226,14 @@ def rows(columns: list, k: int) -> list[list]:
     return [list(row) for row in zip(*columns)] if columns else [[] for _ in range(k)]
 
 
+def refill_columns(columns: list, template: list[dict], seed: int, dev: torch.device, k: int) -> None:
+    """Columns (a replayed block's graph buffers) refilled in place with generate_columns' values for ``seed``:
+    drawn straight into them where the values come out the same, copied in for the rest."""
+    for dst, src in zip(columns, generate_columns(template, seed, dev, k, into=columns)):
+        if isinstance(dst, torch.Tensor) and src is not dst:
+            dst.copy_(src)
+
+
 def generate_columns(template: list[dict], seed: int, dev: torch.device, k: int, into: list | None = None) -> list:
     """One column per template entry: a [k, *shape] tensor drawn from ``seed``, or k copies of a constant.
     ``into``: columns to draw into where the values come out the same (the same draw, written in place: float32 on

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from kernelrl.evaluation.worker_inputs import draw_inputs, generate, generate_columns, inputs_module
+from kernelrl.evaluation.worker_inputs import draw_inputs, generate, inputs_module, refill_columns
 from kernelrl.evaluation.worker_load import flatten_outputs
 from kernelrl.evaluation.worker_state import STATE, device
 
@@ -65,9 +65,6 @@ def _staged_set(st: dict, dev: torch.device) -> list:
     k, i, seed = int(st["k"]), int(st["index"]), int(st["seed"])
     G = STATE.get("graphs")
     if st.get("replay") and G and G["k"] * len(G["graphs"]) == k:
-        cols = G["cols"]
-        for dst, src in zip(cols, generate_columns(STATE["template"], seed, dev, k, into=cols)):
-            if isinstance(dst, torch.Tensor) and src is not dst:
-                dst.copy_(src)
+        refill_columns(G["cols"], STATE["template"], seed, dev, k)
         return list(G["sets"][i])
     return generate(STATE["template"], seed, dev, k)[i]
