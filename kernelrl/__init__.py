@@ -45,4 +45,7 @@ __version__ = "0.1.0"
 # it failed before (KernelBench L2 77 against itself). A model whose forward rebinds a tensor attribute is not
 # captured in a CUDA graph (worker_load.rebound_attrs): its side is timed eagerly, where its replays read freed
 # memory before (L3 33_VanillaRNN). Timing is otherwise as in version 13.
-EVALUATOR_VERSION = "kernelrl-eval-14"
+# Version 15: each timing block's staging restarts both sides' random generators from its seed
+# (worker_inputs.restart_generators): a forward that draws (dropout) failed timing-mismatch against itself when the
+# candidate's capture warm-ups had advanced only its generator (KernelBench L2 66 on the H200).
+EVALUATOR_VERSION = "kernelrl-eval-15"

@@ -31,7 +31,8 @@ from kernelrl.evaluation.worker_digest import digest_round, metas as _metas
 from kernelrl.evaluation.worker_eager import cmd_eager
 from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, generate as _generate,
                                                generate_columns as _generate_columns, inputs_module as _inputs_module,
-                                               refill_columns as _refill_columns, rows as _rows)
+                                               refill_columns as _refill_columns,
+                                               restart_generators as _restart_generators, rows as _rows)
 from kernelrl.evaluation.worker_memory import cmd_trim, held_summary as _held_summary
 from kernelrl.evaluation.worker_variation import cmd_rerun
 from kernelrl.evaluation.worker_share import cmd_compare_kept, keep_outputs as _keep_outputs, release as _release_kept
@@ -359,6 +360,7 @@ def cmd_stage(h, _tensors):
     else:
         STATE["staged"] = _generate(STATE["template"], int(h["seed"]), dev, k) if k else []
     STATE["next"] = 0
+    _restart_generators(int(h["seed"]))  # both sides draw the same random numbers in this block (why: there)
     if prev:
         _prefault(prev)
     flush = _l2_flush_buffer(dev)

@@ -226,6 +226,18 @@ def rows(columns: list, k: int) -> list[list]:
     return [list(row) for row in zip(*columns)] if columns else [[] for _ in range(k)]
 
 
+def restart_generators(seed: int) -> None:
+    """At every block's staging, on both sides: torch's default generators (host and device) restart from a number
+    derived from the block's seed. A forward that draws (dropout) then draws the same numbers on both sides whatever
+    each ran before, and a replayed graph draws what eager calls would (graph-safe philox reads the generator's
+    seed and offset at each replay). Why (version 15): the sides had kept step only by calling forward equally often
+    since the last correctness set, and the candidate's graph capture (two warm-up calls, after correctness; the
+    reference captures in calibration, before it) broke that: KernelBench L2 66_Matmul_Dropout_Softmax against
+    itself failed timing-mismatch on the H200 when both sides replayed. The candidate learns nothing from it that
+    it does not have already: the block's inputs are staged."""
+    torch.manual_seed((seed * 1_000_033 + 7) % (2**62))
+
+
 def refill_columns(columns: list, template: list[dict], seed: int, dev: torch.device, k: int) -> None:
     """Columns (a replayed block's graph buffers) refilled in place with generate_columns' values for ``seed``:
     drawn straight into them where the values come out the same, copied in for the rest."""
