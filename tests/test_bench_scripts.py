@@ -139,6 +139,11 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     b = s["baselines"]["torch.compile"]
     assert b["tables"]["all"]["n"] == 5 and b["tables"]["all"]["faster"] == 4 and b["first_call_s_median"] == 20.0
     assert b["tables"]["L3"]["mean"] == 0.5
+    # a host copy refused in a graph names "pinned memory": not an out-of-memory failure (L3 30 on the H200)
+    from bench.kernelbench_summary import cause
+    pinned = row("kb/L3/f", 3, 0.0, False, ["runtime-error"], "RuntimeError: Cannot copy between CPU and CUDA "
+                 "tensors during CUDA graph capture unless the CPU tensor is pinned. Please use tensor.pin_memory()")
+    assert cause(pinned).startswith("other: ") and cause(me[3]) == "memory"
 
 
 def test_kernelbench_summary_merges_lanes_and_lists_tasks_not_reached_apart():
