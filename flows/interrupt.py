@@ -35,6 +35,8 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT: what shells report for a command ended b
 STEP_GRACE_S = 3.0
 # Upper bound on the whole shutdown (steps, store, Prefect API, temporary server): past it we leave anyway.
 SHUTDOWN_LIMIT_S = 12.0
+# A second Ctrl-C still marks the interrupted stages (one store transaction) for at most this long before leaving.
+MARK_LIMIT_S = 3.0
 PREFECT_CALL_S = 2.0  # the cancel call to the Prefect API is a courtesy for its UI: never wait long for it
 
 _lock = threading.Lock()
@@ -109,9 +111,14 @@ def uninstall() -> None:
 
 
 def _handler(signum, frame) -> None:
-    if _started.is_set():  # a second Ctrl-C: no more waiting
+    if _started.is_set():  # a second Ctrl-C: no more waiting for the steps (SIGKILL), but the store still told
         for stop in list(_stops.values()):
             _call(stop, 0.0)
+        # The first Ctrl-C's thread may not have reached the store yet (0.2 s apart on a slow host, 2026-11-29):
+        # marking is one short transaction, bounded here so a hung store cannot hold the prompt.
+        marker = threading.Thread(target=_mark_stages, daemon=True)
+        marker.start()
+        marker.join(MARK_LIMIT_S)
         _stop_prefect_server(wait_s=0.0)
         _leave()
     _started.set()
@@ -164,7 +171,9 @@ def _say(line: str) -> None:
 
 def _mark_stages() -> None:
     """This run's stages left ``running`` by a stopped step become ``failed`` ('interrupted'), so ``pipeline
-    status`` tells the truth; the next run re-runs them (a failed stage is never skipped)."""
+    status`` tells the truth; the next run re-runs them (a failed stage is never skipped). The stage being run
+    when the signal came is marked even when its step had not yet written its record (a step stopped while still
+    importing: seen on a slow 2-core host, where 'sft started' preceded the step's own record by over a second)."""
     run = _state.get("run")
     if not run:
         return
@@ -175,9 +184,10 @@ def _mark_stages() -> None:
 
         store = Store(load_settings().resolved_store_url)
         try:
+            current = _state.get("stage")
             for stage in STAGES:
                 rec = store.stage_record(run, stage)
-                if rec and rec.get("status") == "running":
+                if (rec and rec.get("status") == "running") or (rec is None and stage == current):
                     store.set_stage(run, stage, status="failed", error=f"interrupted; resume with: {_state['resume']}")
         finally:
             store.engine.dispose()

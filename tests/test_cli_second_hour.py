@@ -78,7 +78,10 @@ def _interrupt(home: Path, run: str, times: int) -> tuple[subprocess.CompletedPr
     control(home, "sft", hang_times=1)  # sft's first attempt hangs (sleeps 120 s) until it is stopped
     proc, out, err = start(home, "pipeline", "run", "--run", run, "--steps-module", FAKE, "--retry-delay", "0")
     wait_for(out, r"sft +started", proc)
-    time.sleep(1.0)  # the step is running
+    # the step is in its body (not still importing: 'started' came over a second before the step's own record on a
+    # slow host, 2026-11-29, and a step stopped then has not counted its attempt, so the resumed run hung again)
+    wait_for(home / "runs" / run / "logs" / "sft.log", r"hanging on attempt 1", proc)
+    time.sleep(0.5)
     tree = psutil.Process(proc.pid).children(recursive=True)
     assert any("fake_steps.sft" in " ".join(p.cmdline()) for p in tree), [p.cmdline() for p in tree]
     t0 = time.monotonic()
@@ -130,9 +133,9 @@ import subprocess, sys, time
 from flows import interrupt
 
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
-print(child.pid, flush=True)
 interrupt.install("kernelrl pipeline run --recipe smoke --run x", None)
 interrupt.track(lambda grace_s: interrupt.stop_process_group(child, grace_s), "sft")
+print(child.pid, flush=True)  # after track: a SIGINT sent as soon as this line is read finds the stage tracked
 while True:  # the main thread busy elsewhere (a Prefect engine, a runner's read loop)
     time.sleep(0.1)
 """

@@ -779,7 +779,9 @@ def test_identical_candidate_is_not_dragged_down_by_its_first_blocks():
     r = max(runs, key=lambda x: x.speedup)
     assert r.executable and r.correct, (r.flags, r.error)
     assert r.timing["warmup_blocks"] >= 1
-    assert 0.8 <= r.speedup <= 1.25, [x.timing for x in runs]
+    # The bound at 0.5, not 0.8: on a host with ~12% CPU steal (CI, 2026-11-29) the better of two lower bounds was
+    # 0.68 with its estimate at 0.97; the bug's 0.21-0.28 stays far below it. The estimate must sit near 1.
+    assert 0.5 <= r.speedup <= 1.25 and 0.8 <= r.timing["estimate"] <= 1.25, [x.timing for x in runs]
     # the host probe (diagnostic): one per counted block, summarised
     raw = r.timing["rounds_raw"]
     assert len(raw["host_probe"]) == len(raw["harness_ref"]) == r.timing["blocks"] - r.timing["warmup_blocks"]

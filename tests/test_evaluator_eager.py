@@ -36,9 +36,11 @@ def honest():
     # Evaluated again (at most twice) when the host slowed the reference during the rounds: `reference-slowed`
     # zeroes the score, and on the 2-core VM a busy neighbour does that to one run in a few full `make test` runs
     # (2026-11-28: all three tests below failed together on it). What these tests check is the eager phase.
+    # The same for `harness-time-excess` (info, already charged): on a host with ~12% CPU steal (2026-11-29 CI) an
+    # honest run drew it once; it comes from the verdict, before the eager phase runs, so it is not what's tested.
     for _ in range(3):
         r = evaluate(task, source, FAST)
-        if "reference-slowed" not in r.flags:
+        if not {"reference-slowed", "harness-time-excess"} & set(r.flags):
             break
     return r
 
