@@ -39,11 +39,6 @@ def _cuda_available() -> bool:
         return False
 
 
-# Tests whose SQLite variant (store_url) runs in ``make test-slow`` only: the Postgres one, the production store,
-# stays in ``make test`` (kept under 20 minutes on the 2-core CI machine; each variant takes ~16 s there).
-SLOW_ON_SQLITE = {"test_killed_step_resumes_from_its_checkpoint"}
-
-
 # Long end-to-end tests that run in ``make test-slow`` (part of .ci/run, so CI still runs every one) to keep
 # ``make test`` within its 12 minutes of pytest on the 2-core CI machine: at b6dd257 the fast suite took 20 min; these
 # took 9.4 min of it (durations measured there, 2026-11-27). Each is an end-to-end path whose parts have faster
@@ -56,8 +51,8 @@ SLOW_IN_MAKE_TEST = {
     "tests/reliability/test_stage_kills.py::test_selfsup_killed_after_first_iteration_resumes",  # 31 s
     "tests/test_flows.py::test_end_to_end_then_skip_then_from_then_changed_inputs",  # 37 s with set-up
     "tests/test_flows.py::test_stage_flow_and_cli",  # 23 s
-    "tests/test_training_steps.py::test_killed_step_resumes_from_its_checkpoint[postgres-crl]",  # 22 s
-    "tests/test_training_steps.py::test_killed_step_resumes_from_its_checkpoint[postgres-sft]",  # 20 s
+    "tests/test_training_steps.py::test_killed_step_resumes_from_its_checkpoint[crl-postgres]",  # 22 s
+    "tests/test_training_steps.py::test_killed_step_resumes_from_its_checkpoint[sft-postgres]",  # 20 s
     "tests/test_crl_ablations.py::test_evolve_baseline_uses_islands_and_up_to_4_exemplars",  # 22 s
     "tests/test_evaluator.py::test_identical_candidate_is_not_dragged_down_by_its_first_blocks",  # 17 s
     "tests/test_cli_second_hour.py::test_bench_reuse_is_labelled_and_a_forced_bench_measures_again",  # 17 s
@@ -136,9 +131,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(skip_gpu)
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if item.originalname in SLOW_ON_SQLITE and params.get("store_url") == "sqlite":
-            item.add_marker(pytest.mark.slow)
         if item.nodeid in SLOW_IN_MAKE_TEST:
             item.add_marker(pytest.mark.slow)
 

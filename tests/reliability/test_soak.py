@@ -10,8 +10,8 @@ job born done, ``cached`` true). Two client threads submit in bursts while the w
 re-submits already-answered sources, which must all come back from the store at once.
 
 Budget: one evaluation at budget_s=0.05, 3 correctness trials costs ~2-4 s of wall time on a shared 2-core
-machine (two sandboxed interpreters importing torch dominate). By default 72 distinct sources are evaluated: all
-31 red-team candidates and 41 seeds covering every built-in task (of 99 CPU seeds). With KERNELRL_SOAK_DISTINCT
+machine (two sandboxed interpreters importing torch dominate). By default 48 distinct sources are evaluated: all
+31 red-team candidates and 17 seeds of as many built-in tasks (of 99 CPU seeds). With KERNELRL_SOAK_DISTINCT
 above 130 all base sources are evaluated and unique variants of them are added during the first FRESH_S seconds, so that
 run stays within ~14 minutes however busy the machine is. The rest of the 1,000 jobs are duplicates.
 Sizes: KERNELRL_SOAK_JOBS / _DISTINCT / _FRESH_S / _DEADLINE_S. The figures are printed (line ``SOAK {...}``)
@@ -63,11 +63,11 @@ from tests.redteam.test_redteam_cpu import CAUGHT, EXPECT, FAIL, HERE, HONEST_BO
 pytestmark = pytest.mark.slow
 
 JOBS = int(os.environ.get("KERNELRL_SOAK_JOBS", "1000"))
-# At most this many sources really evaluated. 72 (every red-team candidate and one to two seeds of every built-in
-# task): the full 130 base sources plus variants (300) took 822 s of the CI's 90 minutes on a 2-core host with CPU
-# steal (2026-11-29, near its 840 s deadline); the 1,000 jobs, joins, store answers and the leak and memory checks
-# stay. KERNELRL_SOAK_DISTINCT=300 is the long soak.
-DISTINCT = int(os.environ.get("KERNELRL_SOAK_DISTINCT", "72"))
+# At most this many sources really evaluated. 48 (every red-team candidate and seeds of 17 built-in tasks): the full
+# 130 base sources plus variants (300) took 822 s of the CI's 90 minutes on a 2-core host with CPU steal
+# (2026-11-29, near its 840 s deadline), 72 took 417 s; the 1,000 jobs, joins, store answers and the leak and
+# memory checks stay. KERNELRL_SOAK_DISTINCT=300 is the long soak.
+DISTINCT = int(os.environ.get("KERNELRL_SOAK_DISTINCT", "48"))
 # Variants beyond the base sources are submitted only during the first FRESH_S seconds, so a busy shared
 # machine evaluates fewer of them instead of running past the deadline; the base sources always all run.
 FRESH_S = float(os.environ.get("KERNELRL_SOAK_FRESH_S", "420"))

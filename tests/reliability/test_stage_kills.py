@@ -52,24 +52,20 @@ RUN = "killrun"
 
 
 # -- stores ------------------------------------------------------------------------------------------------------
-@pytest.fixture(params=[pytest.param("sqlite", marks=pytest.mark.slow),
-                        pytest.param("postgres", marks=pytest.mark.postgres)])
-def two_stores(request, tmp_path):
-    """Two migrated, empty stores of one kind: the clean run's and the killed run's. The SQLite run (71 s, the
-    same resume path through the store) is in the slow suite, which CI runs too: `make test` stays under 20 min."""
-    if request.param == "sqlite":
-        urls = [f"sqlite:///{tmp_path / f'{n}.db'}" for n in ("clean", "killed")]
-    else:
-        request.getfixturevalue("pg_server")
-        urls = [create_pg_database("kernelrl_kill") for _ in range(2)]
+@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres)])
+def two_stores(request):
+    """Two migrated, empty Postgres stores: the clean run's and the killed run's. Postgres only since 2026-11-29:
+    the SQLite run (92 s on the CI host) did not fit CI's 90 minutes there, and a killed step's resume through a
+    SQLite store is what the selfsup and bench kill tests below check."""
+    request.getfixturevalue("pg_server")
+    urls = [create_pg_database("kernelrl_kill") for _ in range(2)]
     for u in urls:
         st = Store(u)
         st.upgrade()
         st.engine.dispose()
     yield urls
-    if request.param == "postgres":
-        for u in urls:
-            drop_pg_database(u)
+    for u in urls:
+        drop_pg_database(u)
 
 
 def _store(url: str) -> Store:
