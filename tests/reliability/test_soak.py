@@ -69,7 +69,8 @@ JOBS = int(os.environ.get("KERNELRL_SOAK_JOBS", "1000"))
 # memory checks stay. KERNELRL_SOAK_DISTINCT=300 is the long soak.
 DISTINCT = int(os.environ.get("KERNELRL_SOAK_DISTINCT", "48"))
 # Variants beyond the base sources are submitted only during the first FRESH_S seconds, so a busy shared
-# machine evaluates fewer of them instead of running past the deadline; the base sources always all run.
+# machine evaluates fewer of them instead of running past the deadline; with DISTINCT above the base sources' count
+# the base sources always all run.
 FRESH_S = float(os.environ.get("KERNELRL_SOAK_FRESH_S", "420"))
 DEADLINE_S = float(os.environ.get("KERNELRL_SOAK_DEADLINE_S", "840"))  # hard bound on the whole soak
 DUP_QUOTA = 500  # duplicates from the repeat client at most; the final all-cached phase takes the rest
@@ -118,7 +119,7 @@ def _base_sources() -> list[tuple[str, str, str, str, str]]:
 def _distinct_sources(n: int, rng: random.Random) -> list[Source]:
     """Every base source once (shuffled), then random variants of them; a unique trailing comment makes each one
     a new source. A smaller n takes every red-team candidate and then seeds one task at a time (each built-in task
-    once before any twice), so every task size and every hostile kind still runs."""
+    once before any twice), so every hostile kind runs and as many task sizes as n leaves room for (17 at 48)."""
     base = _base_sources()
     if n < len(base):
         hostile = [b for b in base if b[2] == "redteam"]
