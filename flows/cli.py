@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run augment -> sft -> selfsup -> crl -> bench; print a summary and where the report is."""
         _console(verbose)  # before Prefect is imported: its console handler reads its level at set-up
-        from flows.pipeline import ensure_prefect_env, report_path, select_stages
+        from flows.pipeline import ensure_prefect_env, log_temporary_server, report_path, select_stages
         from kernelrl.config.recipes import load_recipe
         from kernelrl.step import load_overrides, split_sets
 
@@ -77,6 +77,7 @@ def register(app: typer.Typer) -> None:
 
         if not verbose:
             _quiet_prefect_errors()
+            log_temporary_server(_log_path(run, "prefect-server"))
         interrupt.install(resume, run)  # Ctrl-C: stop the step, one line, exit 130 (flows/interrupt.py)
         try:
             state = pipeline(run=run, recipe=recipe, from_stage=from_stage, only=only, force=force,
@@ -165,7 +166,8 @@ def _failed(run: str, resume: str, err, message: str | None) -> int:
         reason = reason.removeprefix("user error (exit 2): ").removeprefix("error: ")
         line = f"stage {stage}: bad input: {reason} (log: {log}); next: correct it and run {resume}"
     elif stage == "pipeline":  # not a stage's failure: Prefect's temporary server, the API, the flow itself
-        line = f"failed: {reason} (log: {log}); next: {resume} (finished stages skip)"
+        server = " and " + str(_log_path(run, "prefect-server")) if "Prefect API server" in reason else ""
+        line = f"failed: {reason} (log: {log}{server}); next: {resume} (finished stages skip)"
     else:
         line = f"stage {stage} failed: {reason} (log: {log}); next: {resume} (finished stages skip)"
     if exc is not None:

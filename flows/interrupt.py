@@ -43,6 +43,7 @@ _lock = threading.Lock()
 _stops: dict[int, Callable[[float], None]] = {}
 _next = 0
 _started = threading.Event()
+_said = threading.Event()  # the one line is out: a second Ctrl-C waits briefly for it rather than leave silently
 _previous: dict[int, Any] = {}
 _state: dict[str, Any] = {"resume": "", "run": None, "flow_run_id": None, "stage": None}
 
@@ -111,6 +112,7 @@ def uninstall() -> None:
 
 
 def _handler(signum, frame) -> None:
+    _quiet()
     if _started.is_set():  # a second Ctrl-C: no more waiting for the steps (SIGKILL), but the store still told
         for stop in list(_stops.values()):
             _call(stop, 0.0)
@@ -120,24 +122,34 @@ def _handler(signum, frame) -> None:
         marker.start()
         marker.join(MARK_LIMIT_S)
         _stop_prefect_server(wait_s=0.0)
+        _said.wait(1.0)
         _leave()
     _started.set()
     threading.Thread(target=_shutdown, args=(signum,), name="kernelrl-interrupt", daemon=True).start()
 
 
-def _shutdown(signum: int) -> None:
-    # Nothing else may reach the console now: the main thread goes on until we leave and would log the step's
-    # death as a failure (and Prefect its crash), which is what made the 114 lines.
+def _quiet() -> None:
+    """Nothing but our one line may reach the console from the first signal on: the main thread goes on until we
+    leave and would log the step's death as a failure (and Prefect its crash), which is what made the 114 lines."""
     logging.disable(logging.CRITICAL)
     # Prefect's log shipper writes "--- Error logging to API ---" and the error straight to stderr (not through
     # logging) when its server is already gone, unless this is off: two extra lines after the one we print (the
     # Ctrl-C test on a fresh clone, 2026-11-27)
     logging.raiseExceptions = False
+    # A background thread that dies while we shut down prints its traceback through threading.excepthook: after a
+    # second Ctrl-C, aiosqlite's worker thread found its event loop closed and printed 22 lines (CI, 2026-11-29).
+    threading.excepthook = lambda args: None
+    sys.unraisablehook = lambda unraisable: None
+
+
+def _shutdown(signum: int) -> None:
     threading.Timer(SHUTDOWN_LIMIT_S, _leave).start()
     stage = _state.get("stage")
     what = f"stage {stage} stopped" if stage and _stops else "stopped"
     name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
     _say(f"interrupted ({name}): {what}; resume with: {_state['resume']}")
+    _mute_stderr()
+    _said.set()
     stops = list(_stops.values())
     threads = [threading.Thread(target=_call, args=(s, STEP_GRACE_S), daemon=True) for s in stops]
     for t in threads:
@@ -166,6 +178,17 @@ def _say(line: str) -> None:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
     except Exception:
+        pass
+
+
+def _mute_stderr() -> None:
+    """After our line, file descriptor 2 goes to /dev/null: what C code, a dying thread or a library writes straight
+    to stderr while we stop cannot follow the line (the hooks in ``_quiet`` only cover Python's own reports)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    except OSError:
         pass
 
 

@@ -11,13 +11,14 @@
 A stage that is done with unchanged inputs is skipped (flows/stages.py says how); a failed stage is retried
 by its task with backoff, and when it finally fails the pipeline stops there: the next run (or ``prefect
 flow-run retry <id>``) skips the stages that finished and resumes at the failed one. Without
-``PREFECT_API_URL`` Prefect runs a temporary server in-process (``ensure_prefect_env`` sets its start-up
-timeout and switches telemetry off).
+``PREFECT_API_URL`` Prefect runs a temporary server as a child process (``ensure_prefect_env`` sets its start-up
+timeout and switches telemetry off; the CLI sends its output to ``<home>/runs/<run>/logs/prefect-server.log``).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from prefect import flow
@@ -41,6 +42,40 @@ def ensure_prefect_env(environ: dict[str, str] | None = None) -> None:
     environ = os.environ if environ is None else environ
     for k, v in PREFECT_ENV_DEFAULTS.items():
         environ.setdefault(k, v)
+
+
+def log_temporary_server(log_path: Path) -> None:
+    """Prefect's temporary server (started when no ``PREFECT_API_URL`` is set) writes to ``log_path`` instead of
+    this console. It is a child in the terminal's process group, so a Ctrl-C reaches it too; uvicorn then re-raises
+    the signal and printed a 25-line KeyboardInterrupt traceback after the command's one line (CI, 2026-11-29).
+    Only the server's start is redirected (Prefect starts it lazily, on the flow's first API call): our file
+    descriptors 1 and 2 point at the log for the instant its process is forked, and back."""
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    try:
+        from prefect.server.api.server import SubprocessASGIServer
+    except ImportError:
+        return
+    server = SubprocessASGIServer()  # the instance every Prefect client takes when no API URL is set
+    launch = server._run_uvicorn_command
+    if getattr(launch, "kernelrl_log", None) is not None:
+        return
+
+    def launch_logged():
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            with open(log_path, "ab") as log:
+                os.dup2(log.fileno(), 1)
+                os.dup2(log.fileno(), 2)
+                return launch()
+        finally:
+            for fd, copy in ((1, saved[0]), (2, saved[1])):
+                os.dup2(copy, fd)
+                os.close(copy)
+
+    launch_logged.kernelrl_log = log_path
+    server._run_uvicorn_command = launch_logged
 
 
 def select_stages(from_stage: str | None = None, only: str | None = None,

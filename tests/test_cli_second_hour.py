@@ -103,6 +103,8 @@ def _check_interrupted(home: Path, run: str, r, took: float, tree: list) -> str:
     time.sleep(0.5)
     alive = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not alive, [p.cmdline() for p in alive]  # the step and Prefect's temporary server are gone
+    # the server (in the terminal's process group, so Ctrl-C reaches it too) wrote to its log, not the console
+    assert (home / "runs" / run / "logs" / "prefect-server.log").exists()
     rec = stage_record(home, run, "sft")
     assert rec["status"] == "failed" and rec["error"].startswith("interrupted"), rec
     assert stage_record(home, run, "augment")["status"] == "done"
@@ -129,12 +131,26 @@ def test_ctrl_c_twice_then_the_printed_command_resumes(tmp_path):
 
 
 INTERRUPTED_PROGRAM = """
-import subprocess, sys, time
+import os, subprocess, sys, threading, time
 from flows import interrupt
 
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
 interrupt.install("kernelrl pipeline run --recipe smoke --run x", None)
 interrupt.track(lambda grace_s: interrupt.stop_process_group(child, grace_s), "sft")
+
+
+def dies_loudly():  # a library's background thread that fails once we shut down (aiosqlite's did: CI, 2026-11-29)
+    interrupt._started.wait()
+    raise RuntimeError("Event loop is closed")
+
+
+def writes_late():  # C code or a library writing straight to file descriptor 2 after our line
+    interrupt._said.wait()
+    os.write(2, b"late noise\\n")
+
+
+for target in (dies_loudly, writes_late):
+    threading.Thread(target=target, daemon=True).start()
 print(child.pid, flush=True)  # after track: a SIGINT sent as soon as this line is read finds the stage tracked
 while True:  # the main thread busy elsewhere (a Prefect engine, a runner's read loop)
     time.sleep(0.1)
@@ -142,7 +158,8 @@ while True:  # the main thread busy elsewhere (a Prefect engine, a runner's read
 
 
 def test_interrupt_module_alone(tmp_path):
-    """flows/interrupt.py without Prefect: Ctrl-C stops the tracked step, prints one line, exits 130."""
+    """flows/interrupt.py without Prefect: Ctrl-C stops the tracked step, prints one line (nothing a dying thread
+    or a late write to stderr says follows it), exits 130."""
     proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_PROGRAM], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     child = int(proc.stdout.readline())
