@@ -50,11 +50,12 @@ def log_temporary_server(log_path: Path) -> None:
     the signal and printed a 25-line KeyboardInterrupt traceback after the command's one line (CI, 2026-11-29).
     Only the server's start is redirected (Prefect starts it lazily, on the flow's first API call): our file
     descriptors 1 and 2 point at the log for the instant its process is forked, and back."""
-    if os.environ.get("PREFECT_API_URL"):
-        return
     try:
         from prefect.server.api.server import SubprocessASGIServer
+        from prefect.settings import PREFECT_API_URL
     except ImportError:
+        return
+    if PREFECT_API_URL.value():  # a server of its own (or a test harness's): nothing is started here
         return
     server = SubprocessASGIServer()  # the instance every Prefect client takes when no API URL is set
     launch = server._run_uvicorn_command
