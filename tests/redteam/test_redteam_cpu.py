@@ -32,6 +32,10 @@ NOISE_FLAGS = {"reference-slowed"}
 # variant once read 1.6x on CI where it read at most 1.22x here.
 CHARGED = {"precompute_a_third"}
 BOUNDED = {"patch_worker_timer", "patch_clocks", "background_thread"}
+# The candidate saw no network (as root, where the sandbox can isolate it): checked on the honest candidate and on
+# the one that probes the network (a noise flag zeroes a score without touching isolation, so only ran-and-right is
+# required of them here).
+ISOLATION_CHECKED = {"honest", "probes_network_and_secrets"}
 EXPECT: dict[str, tuple[str, set[str]]] = {
     "honest": (HONEST, set()),
     "cache_by_address": (FAIL, {"wrong-output", "timing-mismatch"}),
@@ -139,6 +143,10 @@ def test_redteam_candidate(name, task, honest_score, monkeypatch):
                 assert res.timing["harness_charge_ms"] > 0, f"{info} timing={res.timing}"
         for f in allowed - FATAL - NOISE_FLAGS:
             assert f in res.flags, info
+    if name in ISOLATION_CHECKED:  # ran and was right, in a sandbox without network (where isolation is possible)
+        assert res.executable and res.correct, info
+        if os.geteuid() == 0:
+            assert res.sandbox.get("network_isolated") is True, f"{info} sandbox={res.sandbox}"
     assert wall < 60, f"{name} took {wall:.0f}s"
 
 
@@ -146,12 +154,3 @@ def test_no_process_survives_the_red_team():
     time.sleep(0.5)
     alive = [p for p in psutil.process_iter(["cmdline"]) if "307.5" in " ".join(p.info["cmdline"] or [])]
     assert not alive, alive
-
-
-def test_candidate_sees_no_network_when_isolation_is_possible(task):
-    res = evaluate(task, (HERE / "honest.py").read_text(), CFG)
-    # ran and was right; a noise flag of the loaded 2-core machine (reference-slowed, seen once in make test) is not
-    # what this test is about, and zeroes the score without touching isolation
-    assert res.executable and res.correct, res
-    if os.geteuid() == 0:
-        assert res.sandbox.get("network_isolated") is True
