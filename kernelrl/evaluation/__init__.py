@@ -7,6 +7,8 @@ torch, so a step or command that rejects a bad recipe or task says so in about a
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 _WHERE = {
@@ -33,3 +35,19 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
+
+
+class _Package(types.ModuleType):
+    """``compare`` and ``precompile`` name both a submodule and the function exported here. Importing a submodule
+    sets the package's attribute of that name to it, which the eager ``from ... import`` used to overwrite again;
+    loaded lazily, ``kernelrl.evaluation.compare`` would stay the module (8 tests failed with "'module' object is
+    not callable", 2026-11-29). The submodules stay in ``sys.modules`` for ``from kernelrl.evaluation.compare
+    import ...``."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("compare", "precompile") and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
