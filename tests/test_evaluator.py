@@ -690,6 +690,23 @@ def _cli(argv, capsys):
     return rc, cap.out, cap.err
 
 
+def test_a_candidate_that_does_not_compile_fails_before_any_worker_starts(monkeypatch):
+    """Truncated or malformed generations are common in RL batches: compiling the source (running none of it) in
+    the parent tells build-failed at once, in the worker's words, without the ~5 s of worker start-up."""
+    from kernelrl.evaluation import api
+
+    def no_workers(*a, **kw):
+        raise AssertionError("a session was started for a source that does not compile")
+
+    monkeypatch.setattr(api, "Session", no_workers)
+    task = get_task("02_Softmax")
+    res = evaluate(task, "import torch\nclass ModelNew(torch.nn.Module:\n    pass\n", FAST)
+    assert res.flags == ["build-failed"] and not res.executable and not res.correct and res.speedup == 0.0
+    assert res.error.startswith("SyntaxError: ") and "line 2" in res.error and res.compile_error == res.error
+    res = evaluate(task, "x = 1\n\x00\n", FAST)
+    assert res.flags == ["build-failed"] and res.error.startswith("SyntaxError: ")
+
+
 def test_cli_eval_json_and_user_errors(tmp_path, capsys):
     task = tmp_path / "task.py"
     task.write_text(_ZERO_TASK)

@@ -44,7 +44,7 @@ from kernelrl.evaluation.reverify import reverify
 from kernelrl.evaluation.sandbox import become_subreaper, child_pids, kill_orphans
 from kernelrl.evaluation.session import Session, candidate_frames, candidate_hash
 from kernelrl.evaluation.spares import SPARES
-from kernelrl.evaluation.static import static_flags
+from kernelrl.evaluation.static import static_flags, syntax_error
 from kernelrl.evaluation.stats import needs_reverify
 from kernelrl.evaluation.timing import device_times, timed_blocks
 from kernelrl.evaluation.verdict import verdict
@@ -101,6 +101,14 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     result = EvalResult(device_type=_device_type(device))
     for f in static_flags(candidate_source):
         result.flag(f)
+    bad_syntax = syntax_error(candidate_source)
+    if bad_syntax:  # nothing to run: no worker is started for it
+        result.flag("build-failed")
+        result.executable = result.correct = False
+        result.speedup = 0.0
+        result.error = result.compile_error = bad_syntax[:4000]
+        result.wall_s = round(time.monotonic() - t_start, 3)
+        return result
     become_subreaper()
     before = set(child_pids())
     s = Session(task_source, candidate_source, cfg, device, progress)

@@ -19,6 +19,31 @@ def static_flags(source: str) -> list[str]:
     return [name for name, pat in _PATTERNS.items() if re.search(pat, source)]
 
 
+# Sources above this size are left to the worker: compiling them here would cost the parent what the sandbox is for.
+SYNTAX_CHECK_MAX_CHARS = 1_000_000
+
+
+def syntax_error(source: str) -> str | None:
+    """Why the candidate cannot even be compiled (``build-failed`` before any worker starts), in the words the
+    worker would use; None when it compiles or is left to the worker. Compiling runs none of its code. An RL batch
+    is full of truncated and malformed generations: each took ~5 s of worker start-up to be told so on a 2-core
+    host (the red team's syntax_error, 2026-11-29)."""
+    if len(source) > SYNTAX_CHECK_MAX_CHARS:
+        return None
+    try:
+        compile(source, "candidate.py", "exec", dont_inherit=True)
+    except SyntaxError as e:
+        where = f"candidate.py, line {e.lineno}" if e.lineno else "candidate.py"
+        text = (e.text or "").rstrip("\n")
+        return f"SyntaxError: {e.msg} ({where})" + (f"\ncandidate traceback (most recent call last):\n  {where}\n"
+                                                    f"    {text.strip()}" if text.strip() else "")
+    except ValueError as e:  # null bytes
+        return f"SyntaxError: {e}"
+    except (RecursionError, MemoryError):  # a parser limit: the worker reports it as it would
+        return None
+    return None
+
+
 # A compiler that runs at the candidate's first call (torch.compile/dynamo, Triton's JIT, TorchScript): its first
 # forward gets the compile allowance (correctness.first_call_timeout), not the run limit. Not a flag: the source
 # only names it.
