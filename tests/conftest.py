@@ -60,7 +60,7 @@ SLOW_IN_MAKE_TEST = {
     "tests/test_optimize.py::test_optimize_over_http_evaluates_and_builds_contrastive_prompts",  # 13 s
     "tests/test_flows.py::test_real_bench_step_on_fake_upstream",  # 12 s
     "tests/test_cli_second_hour.py::test_bench_estimates_reports_progress_and_leaves_a_partial_report",  # 12 s
-    "tests/reliability/test_llm_faults.py::test_augment_step_survives_every_kind_of_bad_response[sqlite]",  # 11 s
+    "tests/reliability/test_llm_faults.py::test_augment_step_survives_every_kind_of_bad_response[postgres]",  # 17 s
     "tests/test_worker.py::test_four_worker_processes_drain_200_jobs_postgres",  # 11 s
     "tests/test_flows.py::test_failure_stops_the_pipeline_and_the_next_run_resumes_there",  # 11 s
     "tests/test_cli_edges.py::test_devices_this_machine_lacks_are_usage_errors",  # 10 s
@@ -121,6 +121,22 @@ SLOW_IN_MAKE_TEST = {
     "tests/test_worker_service.py::test_a_task_whose_reference_cannot_load_fails_once_not_three_times[sqlite]",  # 2 s
     "tests/test_worker_service.py::test_lone_worker_reverifies_itself_after_the_window[sqlite]",  # 2 s
     "tests/test_worker_service.py::test_reverify_goes_to_the_other_worker_and_must_agree[sqlite]",  # 2 s
+    # at ea0b071 make test took 16.5 min of pytest on a fresh clone here (issue 34 asks for 12). Each red-team
+    # evaluation is ~5 s of worker start-up and ~9 s in all; these 19 go to test-slow, where the soak evaluates every
+    # red-team candidate again through the service. make test keeps one of each kind of trick: honest work and the
+    # network probe (isolation), the patched clock (bounded), caching by address and after the first calls,
+    # precomputing while the harness stages inputs, a lazy output, stealing the reference's output, patching the
+    # harness's inputs, a crash, a wrong shape, a syntax error (now free: compiled in the parent).
+    *(f"tests/redteam/test_redteam_cpu.py::test_redteam_candidate[{name}]" for name in (
+        "infinite_loop", "background_thread", "global_flags", "patch_worker_timer", "precompute_a_third",
+        "leftover_children", "cache_by_values", "slow_the_reference", "defer_to_digest", "uninitialised_output",
+        "exit_midway", "near_constant", "patch_library_ops", "patch_drawn_inputs", "host_oom", "forged_stdout",
+        "shrunk_hyperparams", "missing_modelnew", "raises")),  # 147 s together
+    "tests/reliability/test_store_faults.py::test_eight_concurrent_writers_postgres",  # 27 s
+    "tests/test_evaluator.py::test_the_candidates_correctness_limit_covers_the_references_whole_request",  # 12 s
+    "tests/test_evaluator.py::test_huge_outputs_get_fewer_correctness_sets_and_say_so",  # 10 s
+    "tests/reliability/test_llm_faults.py::test_augment_step_with_an_endpoint_down_for_good[postgres]",  # 7 s
+    "tests/reliability/test_llm_faults.py::test_a_dead_teacher_is_taken_as_down_after_its_failure_limit[postgres]",
 }
 
 
