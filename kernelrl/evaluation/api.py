@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import traceback
 from typing import Callable
 
 import torch
@@ -102,11 +103,12 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     for f in static_flags(candidate_source):
         result.flag(f)
     bad_syntax = syntax_error(candidate_source)
-    if bad_syntax:  # nothing to run: no worker is started for it
+    if bad_syntax is not None:  # nothing to run: no worker is started for it; worded as the worker words it
         result.flag("build-failed")
         result.executable = result.correct = False
         result.speedup = 0.0
-        result.error = result.compile_error = bad_syntax[:4000]
+        frames = candidate_frames("".join(traceback.format_exception_only(bad_syntax)), "candidate.py")
+        result.error = result.compile_error = f"SyntaxError: {bad_syntax}{frames}"[:4000]
         result.wall_s = round(time.monotonic() - t_start, 3)
         return result
     become_subreaper()
@@ -130,8 +132,6 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     except EvaluatorError:
         raise
     except Exception as e:  # noqa: BLE001 - a harness bug must not take the caller (an RL loop) down
-        import traceback
-
         result.flag("evaluation-failed")
         result.executable = result.correct = False
         result.speedup = 0.0

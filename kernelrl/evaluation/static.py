@@ -23,22 +23,19 @@ def static_flags(source: str) -> list[str]:
 SYNTAX_CHECK_MAX_CHARS = 1_000_000
 
 
-def syntax_error(source: str) -> str | None:
-    """Why the candidate cannot even be compiled (``build-failed`` before any worker starts), in the words the
-    worker would use; None when it compiles or is left to the worker. Compiling runs none of its code. An RL batch
-    is full of truncated and malformed generations: each took ~5 s of worker start-up to be told so on a 2-core
-    host (the red team's syntax_error, 2026-11-29)."""
+def syntax_error(source: str) -> SyntaxError | None:
+    """The error compiling the candidate's source raises (``build-failed`` before any worker starts); None when it
+    compiles or is left to the worker. Compiling runs none of its code. An RL batch is full of truncated and
+    malformed generations: each took ~5 s of worker start-up to be told so on a 2-core host (the red team's
+    syntax_error, 2026-11-29)."""
     if len(source) > SYNTAX_CHECK_MAX_CHARS:
         return None
     try:
         compile(source, "candidate.py", "exec", dont_inherit=True)
     except SyntaxError as e:
-        where = f"candidate.py, line {e.lineno}" if e.lineno else "candidate.py"
-        text = (e.text or "").rstrip("\n")
-        return f"SyntaxError: {e.msg} ({where})" + (f"\ncandidate traceback (most recent call last):\n  {where}\n"
-                                                    f"    {text.strip()}" if text.strip() else "")
-    except ValueError as e:  # null bytes
-        return f"SyntaxError: {e}"
+        return e
+    except ValueError as e:  # null bytes, before Python 3.12
+        return SyntaxError(str(e))
     except (RecursionError, MemoryError):  # a parser limit: the worker reports it as it would
         return None
     return None
