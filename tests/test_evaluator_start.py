@@ -33,3 +33,58 @@ def test_a_fresh_candidate_worker_warms_up_while_the_reference_loads(monkeypatch
     cand_chan = next(ch for ch, c, r in sent if (c, r) == ("load", "cand"))
     assert sent[warm[0]][0] == cand_chan  # to the candidate's worker, its first command
     assert [c for ch, c, _ in sent if ch == cand_chan][0] == "warm"
+
+
+# -- the cold command: its workers start before it imports torch (spares.prestart) ------------------------------
+def test_the_cold_command_runs_its_evaluation_in_workers_started_before_its_torch_import(tmp_path):
+    """``kernelrl eval`` names its device, builds its settings and starts its workers without importing torch, then
+    imports torch while they start (on an H200 host the two imports took ~4 s each, one after the other), and its
+    evaluation takes those workers, waiting for them while they start."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom kernelrl.config.devices import resolve_device\nfrom kernelrl.config.stages import "
+             "EvalConfig\nfrom kernelrl.evaluation.placement import pins\nfrom kernelrl.evaluation.spares import "
+             "prestart, worker_kwargs\nfrom kernelrl.evaluation.static import syntax_error\n"
+             "dev = resolve_device('auto')\nworker_kwargs(EvalConfig(device=dev), dev, pins(dev))\n"
+             "print('torch' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "False", (r.stdout, r.stderr[-2000:])
+    cand = tmp_path / "cand.py"
+    cand.write_text(HONEST)
+    r = subprocess.run([sys.executable, "-m", "kernelrl.cli", "eval", "02_Softmax", str(cand), "--device", "cpu",
+                        "--json", "--budget-s", "0.2", "--correctness-trials", "1"], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, KERNELRL_HOME=str(tmp_path / "home")))
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert d["correct"], (d["flags"], d["error"])
+    assert d["timing"]["spare_workers_used"] == 2  # the reference's and the candidate's, both prestarted
+
+
+def test_a_prestarted_worker_that_fails_to_start_ends_the_wait_at_once(monkeypatch):
+    """An evaluation waits for a worker prestart began only while it is starting: a start that fails hands back
+    None at once (the evaluation then starts its own), and nothing is started again (per_key 0)."""
+    import threading
+    import time
+
+    from kernelrl.evaluation import spares
+
+    started = threading.Event()
+
+    def broken(*a, **k):
+        started.set()
+        time.sleep(0.5)
+        raise OSError("no interpreter")
+
+    monkeypatch.setattr(spares, "WorkerProcess", broken)
+    pool = spares.Spares(per_key=0)
+    kw = spares.worker_kwargs(EvalConfig(device="cpu"), "cpu", pinned=False)
+    pool.start("ref", kw)
+    assert started.wait(10)
+    t0 = time.monotonic()
+    assert pool.take("ref", kw, wait_s=60) is None
+    assert time.monotonic() - t0 < 5
+    assert pool._todo.empty() and not pool._starting.get(pool._key("ref", kw))
+    assert pool.take("cand", kw, wait_s=60) is None  # nothing starting for that key: no wait at all

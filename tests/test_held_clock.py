@@ -560,9 +560,9 @@ def test_blocking_sync_is_asked_by_the_environment_and_a_host_without_a_driver_k
     from kernelrl.evaluation import worker_load
     from kernelrl.evaluation.spares import Spares
 
-    from kernelrl.evaluation import session
+    from kernelrl.evaluation import sandbox
 
-    assert session.BLOCKING_SYNC is True
+    assert sandbox.BLOCKING_SYNC is True
     monkeypatch.setattr(worker_load, "STATE", {})
     monkeypatch.delenv("KERNELRL_BLOCKING_SYNC", raising=False)
     worker_load.schedule_blocking_sync()

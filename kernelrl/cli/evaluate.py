@@ -33,16 +33,7 @@ def eval_cmd(
     t = get_task(task)
     if not candidate.is_file():
         raise ConfigError(f"{candidate}: no such candidate file")
-    device = resolve_device(device)
-    from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
-    from kernelrl.evaluation import session as eval_session
-
-    # One evaluation and exit: no next one to start spare workers for. On a GPU the default starts two per role in
-    # the background, whose interpreters and device contexts compete with this evaluation's own start (the cold
-    # command took 27 s on the H100 x4, 7 s of it in the reference's start; not yet re-measured without them:
-    # bench/results/2026-11-28-h100x4-evaluator-v13)
-    eval_session.SPARE_WORKERS = 0
-
+    device = resolve_device(device)  # asks the CUDA driver, not torch (config/devices.py)
     cfg = EvalConfig(device=device, train_mode=not eval_mode)
     if budget_s is not None:
         cfg = dataclasses.replace(cfg, budget_s=budget_s)
@@ -52,6 +43,24 @@ def eval_cmd(
         cfg = dataclasses.replace(cfg, load_timeout_s=load_timeout_s)
     validate_values(cfg, "eval")
     source = candidate.read_text(errors="replace")
+
+    from kernelrl.evaluation.static import syntax_error
+
+    if syntax_error(source) is None:  # a source that does not parse starts no worker (evaluate answers at once)
+        from kernelrl.evaluation.spares import prestart
+
+        # This evaluation's workers start now, before this process imports torch, so the two imports overlap:
+        # the cold command on an H200 spent ~4 s in its own torch import, then ~4.5 s waiting for its workers'
+        # (bench/results/2026-11-29-h200-cold-eval).
+        prestart(cfg, device)
+    from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
+    from kernelrl.evaluation import session as eval_session
+
+    # One evaluation and exit: no spare workers started for a next one (prestart's are this evaluation's own). On
+    # a GPU the default starts two per role in the background, whose interpreters and device contexts compete with
+    # this evaluation's own start (the cold command took 27 s on the H100 x4, 7 s of it the reference's start:
+    # bench/results/2026-11-28-h100x4-evaluator-v13)
+    eval_session.SPARE_WORKERS = 0
     if as_json:
         from kernelrl.errors import KernelRLError
 

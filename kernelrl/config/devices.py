@@ -9,20 +9,50 @@ A device that does not exist is the caller's mistake, not a crash: one line, exi
 
 from __future__ import annotations
 
+import ctypes
 import re
+import sys
 
 from kernelrl.errors import ConfigError
 
 
-def available_devices() -> list[str]:
-    """``["cpu", "cuda:0", ...]``: what this process can use (torch imported lazily)."""
+def cuda_device_count() -> int:
+    """How many CUDA devices this process can use (CUDA_VISIBLE_DEVICES applied; 0 without a driver).
+
+    Asked of torch once it is imported; before that, of the driver itself (libcuda's cuInit and cuDeviceGetCount,
+    the call torch's count ends in), so a command can name its device and start its evaluator workers while it
+    imports torch, instead of after (torch's import is 3-4 s of the cold ``kernelrl eval`` on a GPU host)."""
+    if "torch" not in sys.modules:
+        n = _driver_count()
+        if n is not None:
+            return n
     try:
         import torch
 
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
     except Exception:  # noqa: BLE001 - a broken driver counts as no GPU
-        n = 0
-    return ["cpu"] + [f"cuda:{i}" for i in range(n)]
+        return 0
+
+
+def _driver_count() -> int | None:
+    """The CUDA driver's device count, or 0 where there is no driver; None when the driver cannot be asked
+    (the caller then asks torch)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:  # no NVIDIA driver on this machine: torch would find no device either
+        return 0
+    try:
+        n = ctypes.c_int(0)
+        if lib.cuInit(0) != 0:  # e.g. CUDA_ERROR_NO_DEVICE: nothing visible
+            return 0
+        return n.value if lib.cuDeviceGetCount(ctypes.byref(n)) == 0 else 0
+    except (AttributeError, OSError):
+        return None
+
+
+def available_devices() -> list[str]:
+    """``["cpu", "cuda:0", ...]``: what this process can use."""
+    return ["cpu"] + [f"cuda:{i}" for i in range(cuda_device_count())]
 
 
 def resolve_device(device: str, flag: str = "--device") -> str:

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelrl.config.devices import cuda_device_count
 from kernelrl.errors import ConfigError
 
 ROLES = ("train", "generate", "evaluate")
@@ -40,12 +41,7 @@ LOCAL_WORKERS_ENV = "KERNELRL_EVAL_LOCAL_WORKERS"
 
 def visible_gpus() -> int:
     """How many CUDA devices this process sees (0 without torch or a driver)."""
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001 - a broken driver counts as no GPU
-        return 0
+    return cuda_device_count()
 
 
 def _indices(role: str, value: Any) -> list[int] | str:

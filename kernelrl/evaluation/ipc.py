@@ -18,9 +18,14 @@ import os
 import select
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where a tensor is built or read, not here: the parent starts its workers (sandbox.py, which
+# imports this module) before it imports torch itself, so the two imports overlap (spares.prestart; the cold
+# ``kernelrl eval``). A worker has imported torch before its first message.
 
 MAX_HEADER = 16 * 1024 * 1024
 MAX_PAYLOAD = 8 * 1024 * 1024 * 1024
@@ -40,9 +45,24 @@ SIDE_IO_BYTES = 256 * 1024 * 1024  # one pwrite/preadv moves at most this much (
 # is strictly request then reply, so the worker never writes while the parent reads.
 SIDE_KEEP_PAGES = False
 
-DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
-    torch.int64, torch.uint8, torch.bool, torch.complex64)}
+_DTYPES: dict = {}
+
+
+def dtypes() -> dict:
+    """The dtypes the wire format knows, by name (``ipc.DTYPES``)."""
+    if not _DTYPES:
+        import torch
+
+        _DTYPES.update({str(d).removeprefix("torch."): d for d in (
+            torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
+            torch.int64, torch.uint8, torch.bool, torch.complex64)})
+    return _DTYPES
+
+
+def __getattr__(name: str):  # PEP 562: ``from kernelrl.evaluation.ipc import DTYPES`` imports torch then
+    if name == "DTYPES":
+        return dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ProtocolError(RuntimeError):
@@ -55,6 +75,8 @@ class Timeout(RuntimeError):
 
 def tensor_to_bytes(t: torch.Tensor) -> tuple[dict, memoryview | bytes]:
     """(meta, raw bytes): the bytes are a view of the tensor's own (host, contiguous) memory, not a copy."""
+    import torch
+
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
@@ -67,7 +89,9 @@ def tensor_to_bytes(t: torch.Tensor) -> tuple[dict, memoryview | bytes]:
 
 
 def bytes_to_tensor(meta: dict, raw: bytes) -> torch.Tensor:
-    dtype = DTYPES.get(meta.get("dtype"))
+    import torch
+
+    dtype = dtypes().get(meta.get("dtype"))
     if dtype is None:
         raise ProtocolError(f"unsupported dtype {meta.get('dtype')!r}")
     shape = [int(s) for s in meta["shape"]]
@@ -276,7 +300,7 @@ def _rebuild(meta: dict, raw) -> torch.Tensor:
     """bytes_to_tensor, with metadata that does not fit its bytes (shape x dtype != nbytes: a huge shape with no
     bytes would make us allocate it) a ProtocolError."""
     try:
-        dtype = DTYPES.get(meta.get("dtype"))
+        dtype = dtypes().get(meta.get("dtype"))
         if dtype is not None and math.prod(int(s) for s in meta["shape"]) * dtype.itemsize != len(raw):
             raise ProtocolError(f"tensor metadata {meta} does not fit its {len(raw)} bytes")
         return bytes_to_tensor(meta, raw)

@@ -11,6 +11,12 @@ from pathlib import Path
 import psutil
 
 
+# Pin both workers of an evaluation to one CPU core (they never run at once): launch-bound GPU kernels and CPU kernels
+# are then timed on the same core, not on whichever cores the OS picked for two processes (seen on an H100 host: the
+# same launch-bound candidate 14-27 us per call across processes).
+PIN_CPU = True
+
+
 _PIN_LOCK = threading.Lock()
 
 
@@ -25,12 +31,9 @@ def _avail_cores() -> list[int]:
 
 
 def _gpu_count() -> int:
-    try:
-        import torch
+    from kernelrl.config.devices import cuda_device_count  # without importing torch (spares.prestart)
 
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001
-        return 0
+    return cuda_device_count()
 
 
 def _siblings(cpu: int, root: str = "/sys/devices/system/cpu") -> frozenset[int]:
@@ -91,6 +94,19 @@ def timing_cores(device: str) -> set[int] | None:
         idx = _PIN_NEXT[0]
         _PIN_NEXT[0] += 1
     return {avail[-1 - idx % len(avail)]}  # every core in turn: two evaluations at once on 2 cores get one each
+
+
+def pins(device: str) -> bool:
+    """Whether an evaluation on ``device`` pins its workers (PIN_CPU and timing cores exist: ``timing_cores`` is
+    not None), without taking a CPU core's turn as ``timing_cores`` does: its workers then start on
+    ``spare_cores()``, part of the key a spare worker is found by (spares.worker_kwargs)."""
+    if not PIN_CPU:
+        return False
+    avail = _avail_cores()
+    if device.startswith("cuda"):
+        idx = int(device.split(":")[1]) if ":" in device else 0
+        return idx < len(_gpu_timing_sets(avail, max(_gpu_count(), idx + 1)))
+    return len(avail) >= 2
 
 
 def spare_cores() -> set[int] | None:

@@ -19,11 +19,11 @@ from kernelrl.evaluation.correctness import reference_variation
 from kernelrl.evaluation.held import HeldBook, Semaphores
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.loading import LoadTimeout, wait_for_load
-from kernelrl.evaluation.placement import keep_off_cores, pin_threads, restore_affinity, spare_cores, timing_cores
+from kernelrl.evaluation.placement import PIN_CPU, keep_off_cores, pin_threads, restore_affinity, timing_cores
 from kernelrl.evaluation.result import TASK_ERRORS, CandidateFailed, EvalResult, EvaluatorError, TaskBroken
-from kernelrl.evaluation.sandbox import DROP_PRIVILEGES, WorkerProcess, scratch_dir
+from kernelrl.evaluation.sandbox import WorkerProcess, scratch_dir
 from kernelrl.evaluation.session_held import HeldPhases, reply_seconds
-from kernelrl.evaluation.spares import SPARES
+from kernelrl.evaluation.spares import PRESTART_WAIT_S, SPARES, worker_kwargs
 from kernelrl.evaluation.worker_inputs import VARIANTS
 
 
@@ -33,12 +33,6 @@ from kernelrl.evaluation.worker_inputs import VARIANTS
 # to 2x slower on a CPU VM, a bias against whichever side waited longer. The parent's thread keeps off the timing
 # cores while it spins.
 SPIN_WAIT = True
-
-
-# Pin both workers of an evaluation to one CPU core (they never run at once): launch-bound GPU kernels and CPU kernels
-# are then timed on the same core, not on whichever cores the OS picked for two processes (seen on an H100 host: the
-# same launch-bound candidate 14-27 us per call across processes).
-PIN_CPU = True
 
 
 # Keep this many worker processes per role started ahead (torch imported, device context made; no task or candidate
@@ -56,12 +50,6 @@ SPARE_WORKERS = -1
 SPARE_STARTERS = 3
 
 
-# CUDA: the reference's and the candidate's device contexts sleep in a synchronisation (CU_CTX_SCHED_BLOCKING_SYNC)
-# instead of spinning. A model that syncs inside forward (.item(), .tolist()) waits out the held clock's hold in that
-# sync, and a spinning wait is CPU time the host check charges like host work hidden behind the hold: the MoE seed
-# (one .tolist() a call) scored 0.005-0.008 (30 ms a call of charge; H100, ninth session). Both sides alike; the
-# holder keeps the default schedule.
-BLOCKING_SYNC = True
 
 
 # The candidate's load limit is at least this many times the reference's own load on this host (a big model's
@@ -172,17 +160,18 @@ class Session(HeldPhases):
         # Workers start (interpreter, torch import, device context, later the candidate's build) on the spare
         # cores, or anywhere when there are none, and move to the timing cores once loaded: two imports of torch
         # pinned to one core took twice as long.
-        common = dict(device=self.device, mem_limit_mb=self.cfg.memory_limit_mb, threads=self.cfg.threads,
-                      drop_privileges=DROP_PRIVILEGES, cpus=(spare_cores() if self.cpus else None),
-                      blocking_sync=BLOCKING_SYNC)
+        common = worker_kwargs(self.cfg, self.device, pinned=self.cpus is not None)
         n_spares = SPARE_WORKERS if SPARE_WORKERS >= 0 else 2 * self.device.startswith("cuda")
         SPARES.per_key = max(SPARES.per_key, n_spares)
         SPARES.starters = max(SPARES.starters, SPARE_STARTERS)
-        use_spares = n_spares > 0
+        # workers this process started for its evaluation before it imported torch (spares.prestart: the cold
+        # `kernelrl eval`) are waited for while they start: they are further along than a worker started now
+        use_spares = n_spares > 0 or SPARES.prestarted
+        spare_wait = PRESTART_WAIT_S if SPARES.prestarted else 0.0
         fresh_cand = False
         for role, source, cache in (("cand", self.cand_source, self.cand_cache), ("ref", self.task_source,
                                                                                   self.ref_cache)):
-            w = SPARES.take(role, common) if use_spares else None
+            w = SPARES.take(role, common, wait_s=spare_wait) if use_spares else None
             wait = self._left(self.cfg.compile_timeout_s)  # for the source's compile cache (sandbox.lock_cache)
             try:
                 if w is not None:
@@ -206,7 +195,7 @@ class Session(HeldPhases):
             self.cand.chan.send({"cmd": "warm", "device": self.device})
         if uses_held_clock(self):
             common["blocking_sync"] = False  # the holder's probes and reads keep the default (spinning) schedule
-            w = SPARES.take("holder", common) if use_spares else None
+            w = SPARES.take("holder", common, wait_s=spare_wait) if use_spares else None
             self.holder = w if w is not None else WorkerProcess("holder", cache_dir=None, **common)
             self.sems = Semaphores(self.cand.uid)
         t_load = time.monotonic()

@@ -11,6 +11,11 @@ core, privilege drop); the compile cache and module file are given at take time 
     from kernelrl.evaluation.spares import SPARES
     w = SPARES.take("cand", key_kwargs)      # a ready WorkerProcess or None; a replacement starts either way
     SPARES.close_all()                        # at exit (also registered with atexit)
+
+One evaluation and exit (the cold ``kernelrl eval``) starts its own workers this way too, before it imports torch,
+so the parent's import and the workers' start overlap (``prestart``): on an H200 host the command spent ~4 s
+importing torch and then ~4.5 s waiting for its workers to do the same (bench/results/2026-11-29-h200-cold-eval).
+This module and what it imports do not import torch.
 """
 
 from __future__ import annotations
@@ -18,11 +23,28 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
+import time
 
+from kernelrl.evaluation import sandbox
+from kernelrl.evaluation.placement import pins, spare_cores
 from kernelrl.evaluation.sandbox import WorkerProcess
 
 
 STARTERS = 1  # threads that start spares side by side, at first: evaluations raise it (SPARE_STARTERS)
+
+# How long an evaluation waits for a worker ``prestart`` began (its interpreter, torch import, device context):
+# longer than any start seen (4-8 s on GPU hosts, ~10 s on the loaded 2-core CPU VM), and a start that fails
+# ends the wait at once (the evaluation then starts its own, as without a spare).
+PRESTART_WAIT_S = 120.0
+
+
+def worker_kwargs(cfg, device: str, pinned: bool) -> dict:
+    """What a reference or candidate worker of an evaluation with ``cfg`` on ``device`` is started with: all that is
+    fixed at process start, so also the key a spare is found by. ``pinned``: the evaluation pins its workers to
+    timing cores (placement.pins), so they start on the spare cores."""
+    return dict(device=device, mem_limit_mb=cfg.memory_limit_mb, threads=cfg.threads,
+                drop_privileges=sandbox.DROP_PRIVILEGES, cpus=(spare_cores() if pinned else None),
+                blocking_sync=sandbox.BLOCKING_SYNC)
 
 
 class Spares:
@@ -39,6 +61,8 @@ class Spares:
         self._paused = 0
         self._unpaused = threading.Event()
         self._unpaused.set()
+        self._done = threading.Condition(self._lock)  # a start ended (ready or failed): take(wait_s=...) looks again
+        self.prestarted = False  # prestart() ran: evaluations take its workers, waiting while they start
 
     @staticmethod
     def _key(role: str, kw: dict) -> tuple:
@@ -46,24 +70,44 @@ class Spares:
         return (role, kw["device"], kw.get("threads", 1), kw.get("mem_limit_mb"), kw.get("drop_privileges", True),
                 tuple(sorted(cpus)) if cpus else None, kw.get("blocking_sync", False))
 
-    def take(self, role: str, kw: dict) -> WorkerProcess | None:
-        """A ready spare for these settings (or None), and a replacement starting in the background."""
+    def take(self, role: str, kw: dict, wait_s: float = 0.0) -> WorkerProcess | None:
+        """A ready spare for these settings (or None), and a replacement starting in the background (up to
+        ``per_key``). ``wait_s``: while none is ready but one is starting, wait for it up to this long."""
         key = self._key(role, kw)
+        deadline = time.monotonic() + wait_s
         with self._lock:
+            w = None
+            while not self._closed:
+                items = self._ready.get(key) or []
+                while items and w is None:
+                    cand = items.pop(0)
+                    w = cand if cand.alive() else None
+                    if w is None:
+                        cand.close()
+                left = deadline - time.monotonic()
+                if w is not None or not self._starting.get(key) or left <= 0:
+                    break
+                self._done.wait(left)
             if self._closed:
                 return None
             items = self._ready.get(key) or []
-            w = None
-            while items and w is None:
-                cand = items.pop(0)
-                w = cand if cand.alive() else None
-                if w is None:
-                    cand.close()
             need = self.per_key - len(items) - self._starting.get(key, 0)
-            for _ in range(max(0, need)):
-                self._starting[key] = self._starting.get(key, 0) + 1
-                self._todo.put((key, role, dict(kw)))
-            while need > 0 and len(self._threads) < self.starters:
+            self._queue(key, role, kw, need)
+        return w
+
+    def start(self, role: str, kw: dict) -> None:
+        """Start one spare for these settings now, whatever ``per_key`` says (prestart)."""
+        with self._lock:
+            if not self._closed:
+                self._queue(self._key(role, kw), role, kw, 1, starters=max(self.starters, 3))
+
+    def _queue(self, key: tuple, role: str, kw: dict, need: int, starters: int | None = None) -> None:
+        """Queue ``need`` starts of this key and make sure enough starter threads run (under the lock)."""
+        for _ in range(max(0, need)):
+            self._starting[key] = self._starting.get(key, 0) + 1
+            self._todo.put((key, role, dict(kw)))
+        if need > 0:
+            while len(self._threads) < (starters or self.starters):
                 # Long-lived starter threads: a worker's parent-death signal (PR_SET_PDEATHSIG) fires when the
                 # *thread* that started it ends, so spares started from short-lived threads would die at once.
                 # Three of them, so the three roles' replacements start side by side (one after the other they
@@ -71,7 +115,6 @@ class Spares:
                 t = threading.Thread(target=self._loop, name=f"kernelrl-spares-{len(self._threads)}", daemon=True)
                 self._threads.append(t)
                 t.start()
-        return w
 
     def _loop(self) -> None:
         while True:
@@ -119,12 +162,14 @@ class Spares:
             if ok and not self._closed:
                 self._ready.setdefault(key, []).append(w)
                 w = None
+            self._done.notify_all()
         if w is not None:
             w.close()
 
     def close_all(self) -> None:
         with self._lock:
             self._closed = True
+            self._done.notify_all()
             items = [w for ws in self._ready.values() for w in ws]
             self._ready.clear()
         for w in items:
@@ -136,3 +181,19 @@ class Spares:
 
 SPARES = Spares()
 atexit.register(SPARES.close_all)
+
+
+def prestart(cfg, device: str) -> None:
+    """Start the workers of this process's one evaluation now (reference, candidate and, on the held clock, the
+    holder), in the background, as spares: nothing of the task or candidate runs in them until the evaluation
+    takes them (``Session.start_ref``, which waits for them while they start). None is replaced after it is
+    taken (``per_key`` 0), so a re-verification starts fresh processes as before. Call it before importing torch
+    (the cold ``kernelrl eval``): the parent's import then overlaps the workers' own. Workers whose settings turn out
+    not to match the evaluation's are closed at exit, unused."""
+    kw = worker_kwargs(cfg, device, pinned=pins(device))
+    SPARES.per_key = 0
+    SPARES.prestarted = True
+    SPARES.start("ref", kw)
+    SPARES.start("cand", kw)
+    if cfg.clock == "held" and device.startswith("cuda"):  # calibrate.uses_held_clock
+        SPARES.start("holder", dict(kw, blocking_sync=False))
