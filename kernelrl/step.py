@@ -51,11 +51,15 @@ STAGE_BODIES = {
     "bench": "kernelrl.reports.stage:run_bench_stage",
 }
 TRAIN_STAGES = ("augment", "sft", "selfsup", "crl")
+# The upstream stage each training body reads first (StepContext.upstream): checked before the body's module is
+# imported, so a stage run out of order says so at once instead of after torch and trl load (crl: 5.3 s, 2026-11-29).
+STAGE_NEEDS = {"sft": "augment", "selfsup": "sft", "crl": "selfsup"}
 
 
 def stage_body(stage: str) -> Callable[["StepContext"], dict[str, Any]]:
-    """The body of ``stage`` (STAGE_BODIES), imported when it is called: a bad recipe or ``--set`` is rejected
-    before torch and the training libraries load (crl's step took 5.3 s to reject ``levels=[9]``, 2026-11-29)."""
+    """The body of ``stage`` (STAGE_BODIES), imported when it is called: a bad recipe or ``--set``, or an upstream
+    stage that has not finished (STAGE_NEEDS), is rejected before torch and the training libraries load (crl's step
+    took 5.3 s to reject ``levels=[9]``, 2026-11-29)."""
     import importlib
 
     if stage not in STAGE_BODIES:
@@ -63,6 +67,8 @@ def stage_body(stage: str) -> Callable[["StepContext"], dict[str, Any]]:
     module, _, name = STAGE_BODIES[stage].partition(":")
 
     def body(ctx: "StepContext") -> dict[str, Any]:
+        if stage in STAGE_NEEDS:
+            ctx.upstream(STAGE_NEEDS[stage])
         return getattr(importlib.import_module(module), name)(ctx)
 
     body.__name__ = body.__qualname__ = name

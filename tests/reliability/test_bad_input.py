@@ -169,6 +169,17 @@ def test_empty_or_missing_suite(d, suite, needle):
         user_error(step(d, "augment", "--run", f"suite-{suite}", "--set", f"suite={path}"), path, needle)
 
 
+def test_a_stage_run_out_of_order_says_so_before_torch_loads(d):
+    """crl before selfsup: one line naming the missing stage, given before the body's module (torch, trl) is
+    imported (kernelrl.step.STAGE_NEEDS; it took 5.3 s to say so before)."""
+    user_error(step(d, "crl", "--recipe", "smoke", "--run", "out-of-order"), "stage 'selfsup' has not finished")
+    probe = ("import sys\nfrom kernelrl.step import run_step, stage_body\n"
+             "rc = run_step('crl', stage_body('crl'), ['--recipe', 'smoke', '--run', 'out-of-order'])\n"
+             "print(rc, 'torch' in sys.modules)\n")
+    r = _run([sys.executable, "-c", probe], d)
+    assert r.stdout.split() == ["2", "False"], (r.stdout, r.stderr[-2000:])
+
+
 def test_levels_that_select_no_task(d):
     """levels the builtin suite does not have: the stage has nothing to do, which is bad input, not a done stage."""
     user_error(step(d, "augment", "--run", "no-levels", "--set", "levels=[9]"), "no tasks", "levels [9]")
