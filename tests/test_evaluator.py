@@ -1000,6 +1000,11 @@ def test_reverify_verdict_allows_for_the_intervals_and_the_reference_and_never_r
     # a rise keeps the first; an agreeing verdict never keeps more than either measurement
     v = reverify_verdict(10.86, 12.63, True, 0.10)
     assert v.agree and v.rule == "tolerance" and v.kept == 10.86 and "(the first, the lower)" in v.why
+    # the score is the interval's low end rounded toward one; the interval is shown rounded outward, so the score
+    # never reads outside it (c18 on the H200 printed "first 3.01x [3.02, 3.03]")
+    v = reverify_verdict(3.01, 3.01, True, 0.10, first_interval=(3.01813, 3.02527),
+                         second_interval=(3.01738, 3.02474))
+    assert v.why.startswith("first 3.01x [3.01, 3.03], re-measured 3.01x [3.01, 3.03]"), v.why
     for first, second in [(3.8, 3.03), (5.0, 4.6), (2.0, 9.0)]:
         v = reverify_verdict(first, second, True, 0.10, first_interval=(first, first * 2),
                              second_interval=(second, second * 2), ref_ms=(1.0, 0.5))

@@ -430,7 +430,19 @@ class ReverifyVerdict:
 
 
 def _fmt_interval(iv) -> str:
-    return f" [{iv[0]:.3g}, {iv[1]:.3g}]" if iv else ""
+    """`` [low, high]`` to three significant digits, rounded outward: the score shown beside it is its low end
+    rounded toward one (3.0181 -> 3.01), which a nearest rounding of the interval (3.02) would put outside it."""
+    return f" [{_outward(iv[0], up=False):.3g}, {_outward(iv[1], up=True):.3g}]" if iv else ""
+
+
+def _outward(x: float, up: bool) -> float:
+    """``x`` to three significant digits, rounded up or down (decimal arithmetic: 3.8 stays 3.8)."""
+    from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+
+    if not math.isfinite(x) or x == 0:
+        return x
+    d = Decimal(repr(float(x)))
+    return float(d.quantize(Decimal(1).scaleb(d.adjusted() - 2), rounding=ROUND_CEILING if up else ROUND_FLOOR))
 
 
 def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: float, *,
