@@ -47,7 +47,8 @@ class Recipe:
     name: str = knob("custom", help="Recipe name (file stem for named recipes).")
     description: str = knob("", help="What this recipe is for.")
     suite: str = knob("builtin", help="Task suite: builtin, a KernelBench checkout dir, or a .py task file.")
-    levels: list = knob([1, 2, 3], help="Levels of the suite to use.")
+    levels: list = knob([1, 2, 3], help="Levels of the suite the training stages use (augment, sft, selfsup, "
+                        "crl); the bench stage scores `bench.levels`.")
     task_limit: int = knob(0, help="Use at most this many tasks (0 = all); for quick runs.")
     seed: int = knob(0, help="Global seed.")
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "Policy model."})

@@ -250,7 +250,9 @@ class CRLConfig(PolicyEvalKnobs):
 
 @dataclass
 class BenchConfig:
-    levels: list = knob([1, 2, 3], help="KernelBench levels to score.")
+    levels: list = knob([1, 2, 3], help="Levels of the suite the bench stage scores: its own, not the recipe's "
+                        "top-level `levels` (the training stages'), so a run trained on level 1 is still measured on "
+                        "levels 1-3 unless this says otherwise.")
     reuse_scores: bool = knob(
         True, help="The bench step reuses final scores of this run stored under the identical protocol, so a killed "
         "bench resumes where it stopped instead of timing every kernel again; reused numbers are labelled (log and "
