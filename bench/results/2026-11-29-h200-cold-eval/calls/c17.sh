@@ -1,4 +1,4 @@
-# Call 17 (next session; nvidia-h200 is enough, <= 540 s), written, not run: issue 32 item 4, the command a person
+# Call 17 (ran 2026-11-29 on one nvidia-h200 at 44fb1c1, 360 s; this folder's README): issue 32 item 4, the command a person
 # types, cold, side by side with the warm service path in the same call. Goal: <= 12 s for a level-1 task without
 # extensions; a cached load_inline extension not rebuilt. Measured 2026-11-28 on the H100 x4 (with spares, then
 # removed from the one-shot command): 26.7-28.0 s a command, ~7 s of it outside evaluate().
