@@ -999,7 +999,7 @@ def test_reverify_verdict_allows_for_the_intervals_and_the_reference_and_never_r
     assert not v.agree and v.rule == "failed"
     # a rise keeps the first; an agreeing verdict never keeps more than either measurement
     v = reverify_verdict(10.86, 12.63, True, 0.10)
-    assert v.agree and v.rule == "tolerance" and v.kept == 10.86 and "(the first, the lower)" in v.why
+    assert v.agree and v.rule == "tolerance" and v.kept == 10.86 and "kept 10.86x (the first, the lower)" in v.why
     # the score is the interval's low end rounded toward one; the interval is shown rounded outward, so the score
     # never reads outside it (c18 on the H200 printed "first 3.01x [3.02, 3.03]")
     v = reverify_verdict(3.01, 3.01, True, 0.10, first_interval=(3.01813, 3.02527),

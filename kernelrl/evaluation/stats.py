@@ -435,6 +435,11 @@ def _fmt_interval(iv) -> str:
     return f" [{_outward(iv[0], up=False):.3g}, {_outward(iv[1], up=True):.3g}]" if iv else ""
 
 
+def _score(x: float) -> str:
+    """A score as it is stored (two decimals, no trailing zeros): 10.86 reads 10.86, not 10.9."""
+    return f"{round(x, 2):g}"
+
+
 def _outward(x: float, up: bool) -> float:
     """``x`` to three significant digits, rounded up or down (decimal arithmetic: 3.8 stays 3.8)."""
     from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
@@ -472,21 +477,22 @@ def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: fl
     def done(agree: bool, rule: str, why: str) -> ReverifyVerdict:
         return ReverifyVerdict(agree, round_toward_one(min(first, second)) if agree else 0.0, rule, why)
 
-    both = (f"first {first:.3g}x{_fmt_interval(first_interval)}, re-measured "
-            f"{second:.3g}x{_fmt_interval(second_interval)}")
+    both = (f"first {_score(first)}x{_fmt_interval(first_interval)}, re-measured "
+            f"{_score(second)}x{_fmt_interval(second_interval)}")
     if not second_ok or first <= 0:
         return done(False, "failed", f"{both}: the re-measurement did not succeed; kept 0")
     kept = round_toward_one(min(first, second))
     which = "the first" if first <= second else "the re-measurement"
     if second >= (1 - tolerance) * first:
-        return done(True, "tolerance", f"{both}: within {tolerance:.0%}; kept {kept:.3g}x ({which}, the lower)")
+        return done(True, "tolerance", f"{both}: within {tolerance:.0%}; kept {_score(kept)}x ({which}, the lower)")
     if first_interval and second_interval and second_interval[1] >= first_interval[0]:
         return done(True, "intervals-overlap", f"{both}: below the first by more than {tolerance:.0%} but within "
-                    f"the two intervals; kept {kept:.3g}x ({which}, the lower)")
+                    f"the two intervals; kept {_score(kept)}x ({which}, the lower)")
     r1, r2 = ref_ms
     if r1 and r2 and 0 < r2 < r1 and second >= (1 - tolerance) * first * (r2 / r1):
         return done(True, "reference-moved", f"{both}: the reference ran {1 - r2 / r1:.0%} faster the second "
-                    f"time ({r1:.4g} -> {r2:.4g} ms), which explains the drop; kept {kept:.3g}x ({which}, the lower)")
+                    f"time ({r1:.4g} -> {r2:.4g} ms), which explains the drop; kept {_score(kept)}x ({which}, "
+                    "the lower)")
     return done(False, "mismatch", f"{both}: below the first by more than {tolerance:.0%}, outside both intervals"
                 f"{' and the reference steady' if r1 and r2 else ''}; kept 0")
 
