@@ -14,6 +14,7 @@ import torch
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.placement import host_free_bytes
 from kernelrl.evaluation.session_held import reply_seconds
+from kernelrl.evaluation.spares import held_clock
 
 if TYPE_CHECKING:
     from kernelrl.evaluation.session import Session
@@ -275,7 +276,7 @@ def _reference_replays_alone(s: Session, cal: Calibration) -> bool:
 
 def uses_held_clock(s: Session) -> bool:
     """EvalConfig.clock = "held" applies on CUDA (kernelrl/evaluation/held.py); elsewhere the parent's clock."""
-    return s.cfg.clock == "held" and s.device.startswith("cuda")
+    return held_clock(s.cfg, s.device)
 
 
 def uses_device_clock(s: Session) -> bool:

@@ -85,9 +85,7 @@ def timing_cores(device: str) -> set[int] | None:
     turn from the top (concurrent evaluations spread out). None when there are too few cores."""
     avail = _avail_cores()
     if device.startswith("cuda"):
-        idx = int(device.split(":")[1]) if ":" in device else 0
-        sets = _gpu_timing_sets(avail, max(_gpu_count(), idx + 1))
-        return sets[idx] if idx < len(sets) else None
+        return _gpu_set(avail, device)
     if len(avail) < 2:
         return None
     with _PIN_LOCK:
@@ -104,9 +102,15 @@ def pins(device: str) -> bool:
         return False
     avail = _avail_cores()
     if device.startswith("cuda"):
-        idx = int(device.split(":")[1]) if ":" in device else 0
-        return idx < len(_gpu_timing_sets(avail, max(_gpu_count(), idx + 1)))
+        return _gpu_set(avail, device) is not None
     return len(avail) >= 2
+
+
+def _gpu_set(avail: list[int], device: str) -> set[int] | None:
+    """cuda:N's timing cores (the N-th of ``_gpu_timing_sets``), or None when the cores do not suffice."""
+    idx = int(device.split(":")[1]) if ":" in device else 0
+    sets = _gpu_timing_sets(avail, max(_gpu_count(), idx + 1))
+    return sets[idx] if idx < len(sets) else None
 
 
 def spare_cores() -> set[int] | None:

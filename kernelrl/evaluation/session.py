@@ -194,9 +194,9 @@ class Session(HeldPhases):
         if fresh_cand:
             self.cand.chan.send({"cmd": "warm", "device": self.device})
         if uses_held_clock(self):
-            common["blocking_sync"] = False  # the holder's probes and reads keep the default (spinning) schedule
-            w = SPARES.take("holder", common, wait_s=spare_wait) if use_spares else None
-            self.holder = w if w is not None else WorkerProcess("holder", cache_dir=None, **common)
+            kw = worker_kwargs(self.cfg, self.device, pinned=self.cpus is not None, holder=True)
+            w = SPARES.take("holder", kw, wait_s=spare_wait) if use_spares else None
+            self.holder = w if w is not None else WorkerProcess("holder", cache_dir=None, **kw)
             self.sems = Semaphores(self.cand.uid)
         t_load = time.monotonic()
         h, state = self._req(self.ref, {"cmd": "load", "role": "ref", "path": str(self.ref.module_path),

@@ -38,13 +38,20 @@ STARTERS = 1  # threads that start spares side by side, at first: evaluations ra
 PRESTART_WAIT_S = 120.0
 
 
-def worker_kwargs(cfg, device: str, pinned: bool) -> dict:
-    """What a reference or candidate worker of an evaluation with ``cfg`` on ``device`` is started with: all that is
-    fixed at process start, so also the key a spare is found by. ``pinned``: the evaluation pins its workers to
-    timing cores (placement.pins), so they start on the spare cores."""
+def worker_kwargs(cfg, device: str, pinned: bool, holder: bool = False) -> dict:
+    """What a worker of an evaluation with ``cfg`` on ``device`` is started with: all that is fixed at process
+    start, so also the key a spare is found by. ``pinned``: the evaluation pins its workers to timing cores
+    (placement.pins), so they start on the spare cores. ``holder``: the held clock's holder, whose probes and reads
+    keep the default (spinning) schedule instead of BLOCKING_SYNC."""
     return dict(device=device, mem_limit_mb=cfg.memory_limit_mb, threads=cfg.threads,
                 drop_privileges=sandbox.DROP_PRIVILEGES, cpus=(spare_cores() if pinned else None),
-                blocking_sync=sandbox.BLOCKING_SYNC)
+                blocking_sync=sandbox.BLOCKING_SYNC and not holder)
+
+
+def held_clock(cfg, device: str) -> bool:
+    """EvalConfig.clock = "held" applies on CUDA (kernelrl/evaluation/held.py); elsewhere the parent's clock. Here,
+    not in calibrate.py (which imports torch), so prestart can ask it before torch is imported."""
+    return cfg.clock == "held" and device.startswith("cuda")
 
 
 class Spares:
@@ -190,10 +197,11 @@ def prestart(cfg, device: str) -> None:
     taken (``per_key`` 0), so a re-verification starts fresh processes as before. Call it before importing torch
     (the cold ``kernelrl eval``): the parent's import then overlaps the workers' own. Workers whose settings turn out
     not to match the evaluation's are closed at exit, unused."""
-    kw = worker_kwargs(cfg, device, pinned=pins(device))
+    pinned = pins(device)
+    kw = worker_kwargs(cfg, device, pinned)
     SPARES.per_key = 0
     SPARES.prestarted = True
     SPARES.start("ref", kw)
     SPARES.start("cand", kw)
-    if cfg.clock == "held" and device.startswith("cuda"):  # calibrate.uses_held_clock
-        SPARES.start("holder", dict(kw, blocking_sync=False))
+    if held_clock(cfg, device):
+        SPARES.start("holder", worker_kwargs(cfg, device, pinned, holder=True))
