@@ -15,7 +15,9 @@ failure: the evaluator disagreeing with itself), ``failures``
 (self-pairs not successful, by cause: memory, time, unsupported inputs, other), ``median_eval_wall_s``,
 ``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the report's own tables,
 ``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, and the median compile time
-at the first call, reported apart) and tasks.md.
+at the first call, reported apart), tasks.md, and rows.json: the merged rows without their code, which a later
+merge takes as one of its reports (lane reports of a device call are not kept forever). Without a
+``baseline:self`` source the self-pair figures are None and the baselines are still summarised.
 """
 
 from __future__ import annotations
@@ -70,14 +72,25 @@ def merge(reports: list[dict]) -> dict:
     return {"sources": [{"label": lab, "rows": list(rows[lab].values())} for lab in labels]}
 
 
+def slim(report: dict, inputs: list[str]) -> dict:
+    """The merged report as a report (``sources``, each with ``label`` and ``rows``) without the candidates' code,
+    and the files it came from."""
+    return {"inputs": inputs,
+            "sources": [{"label": s["label"], "rows": [{k: v for k, v in r.items() if k != "code"} for r in s["rows"]]}
+                        for s in report["sources"]]}
+
+
 def summarise(report: dict) -> dict:
     sources = {s["label"]: s["rows"] for s in report["sources"]}
-    if SELF not in sources:
-        raise SystemExit(f"the report has no '{SELF}' source (kernelrl bench --source baseline:self)")
-    # a task the run never reached (--max-minutes) is neither a success nor a failure: listed apart
-    not_reached = sorted(r["task_key"] for r in sources[SELF] if r.get("evaluated") is False)
+    if not sources:
+        raise SystemExit("the report has no source")
+    # without self-pairs (baseline lanes alone) the self-pair figures are None and the rest is counted over every
+    # source; a task the run never reached (--max-minutes) is neither a success nor a failure: listed apart
+    ref = sources.get(SELF) or [r for rows in sources.values() for r in rows]
+    evaluated = {r["task_key"] for r in ref if r.get("evaluated") is not False}
+    not_reached = sorted({r["task_key"] for r in ref if r.get("evaluated") is False} - evaluated)
     sources = {lab: [r for r in rows if r.get("evaluated") is not False] for lab, rows in sources.items()}
-    me = sources[SELF]
+    me = sources.get(SELF, [])
     within = [r for r in me if r["success"] and 0.98 <= float(r["speedup"]) <= 1.02]
     fatal = [r for r in me if set(r.get("flags") or []) & (FATAL - RESOURCE)]
     failures: dict[str, list[str]] = {}
@@ -94,9 +107,9 @@ def summarise(report: dict) -> dict:
         baselines[label] = {"tables": {g: t.to_dict() for g, t in summarize_rows(rows).items()},
                             "first_call_s_median": percentile(first, 0.5) if first else None,
                             "first_call_s_max": max(first, default=None)}
-    return {"tasks": len(me), "not_evaluated": not_reached,
+    return {"tasks": len(me) if SELF in sources else len(evaluated), "not_evaluated": not_reached,
             "self_within_2pct": round(len(within) / len(me), 4) if me else None,
-            "self_fatal_flags": len(fatal), "self_fatal": {r["task_key"]: r.get("flags") for r in fatal},
+            "self_fatal_flags": len(fatal) if me else None, "self_fatal": {r["task_key"]: r.get("flags") for r in fatal},
             "failures": {k: {"count": len(v), "tasks": v} for k, v in sorted(failures.items())},
             "median_eval_wall_s": percentile(walls, 0.5) if walls else None,
             "max_eval_wall_s": max(walls, default=None),
@@ -133,6 +146,9 @@ def main() -> int:
     s = summarise(report)
     (a.out / "summary.json").write_text(json.dumps(s, indent=1))
     (a.out / "tasks.md").write_text(tasks_md(report))
+    # the merged rows without their code: the input of a later merge (pass rows.json as a report) once the lane
+    # reports themselves are gone, and the numbers behind every table here
+    (a.out / "rows.json").write_text(json.dumps(slim(report, [str(p) for p in a.report]), indent=0))
     print(json.dumps({k: v for k, v in s.items() if k not in ("baselines", "failures", "self_fatal", "not_evaluated")}
                      | {"not_evaluated": len(s["not_evaluated"])}, indent=1))
     if s["max_eval_wall_s"] is not None:

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import random
+
+import pytest
 
 import torch
 
@@ -162,6 +165,43 @@ def test_kernelbench_summary_merges_lanes_and_lists_tasks_not_reached_apart():
     s = summarise(merge([lane0, lane1, later]))
     assert s["tasks"] == 2 and s["self_within_2pct"] == 1.0 and s["failures"] == {}
     assert s["not_evaluated"] == ["kb/L1/c"] and s["evaluations"] == 2
+
+
+def test_kernelbench_summary_keeps_its_merged_rows_as_the_input_of_a_later_merge(tmp_path):
+    """The lane reports of a call are not kept forever (c19's was lost): the summary writes the merged rows
+    without code as rows.json, which a later merge takes as a report; baseline lanes alone (no self-pairs) are
+    summarised too, their self-pair figures None."""
+    import subprocess
+    import sys
+
+    def row(key, speedup, evaluated=True, first=None):
+        return {"task_key": key, "level": 1, "speedup": speedup if evaluated else 0.0, "success": evaluated,
+                "flags": [], "error": None if evaluated else "not evaluated yet (partial report)", "code": "x" * 50,
+                "evaluated": evaluated, "wall_s": 17.0 if evaluated else None,
+                "timing": {"first_call_s": first} if first else {}}
+
+    one = {"sources": [{"label": "torch.compile", "rows": [row("kb/L1/a", 1.3, first=2.0), row("kb/L1/b", 0, False)]},
+                       {"label": "torch.compile reduce-overhead", "rows": [row("kb/L1/a", 1.1), row("kb/L1/b", 0,
+                                                                                                    False)]}]}
+    two = {"sources": [{"label": "torch.compile", "rows": [row("kb/L1/b", 0.9, first=4.0)]}]}
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    (tmp_path / "two.json").write_text(json.dumps(two))
+    script = [sys.executable, "bench/kernelbench_summary.py"]
+    r = subprocess.run([*script, str(tmp_path / "one.json"), "--out", str(tmp_path / "s1")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    s1 = json.loads((tmp_path / "s1" / "summary.json").read_text())
+    assert s1["tasks"] == 1 and s1["self_within_2pct"] is None and s1["not_evaluated"] == ["kb/L1/b"]
+    kept = json.loads((tmp_path / "s1" / "rows.json").read_text())
+    assert kept["inputs"] == [str(tmp_path / "one.json")] and "code" not in kept["sources"][0]["rows"][0]
+    r = subprocess.run([*script, str(tmp_path / "s1" / "rows.json"), str(tmp_path / "two.json"), "--out",
+                        str(tmp_path / "s2")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    s2 = json.loads((tmp_path / "s2" / "summary.json").read_text())
+    comp = s2["baselines"]["torch.compile"]
+    assert s2["tasks"] == 2 and s2["not_evaluated"] == [] and comp["tables"]["all"]["n"] == 2
+    assert comp["tables"]["all"]["mean"] == pytest.approx(1.1) and comp["first_call_s_median"] == 3.0
+    assert s2["baselines"]["torch.compile reduce-overhead"]["tables"]["all"]["n"] == 1
 
 
 def _phase(name: str, workers: int, service: list, rate: float) -> dict:

@@ -457,6 +457,20 @@ def test_reference_baselines_are_the_reference_itself_wrapped(tmp_path):
     assert me.label == "the reference itself" and mod.ModelNew.forward is mod.Model.forward
 
 
+def test_bench_scores_every_source_of_a_task_before_the_next_task():
+    """A bench cut short by --max-minutes keeps paired rows: task by task, each with every source (c19 on one GPU
+    got 26 torch.compile rows and no reduce-overhead row when sources went one over all tasks)."""
+    from kernelrl.reports.runner import scoring_order
+    from kernelrl.reports.sources import resolve
+    from kernelrl.tasks import load_suite
+
+    tasks = load_suite("builtin", [1])[:3]
+    resolved = [resolve(spec, tasks, device_kind="cpu") for spec in
+                ("baseline:compile", "baseline:compile-reduce-overhead", "baseline:self")]
+    order = [(resolved[si].picks[pi].task.key, resolved[si].label) for _, si, pi in scoring_order(resolved, tasks)]
+    assert order == [(t.key, rs.label) for t in tasks for rs in resolved]
+
+
 def test_bench_estimate_names_where_the_kernels_go(caplog):
     """The estimate line says the device for in-process workers and the workers' GPUs for a fleet (the GPU bench
     stage said "on cuda:0" while its kernels went to the evaluators on GPUs 1-3)."""

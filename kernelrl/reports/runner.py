@@ -199,6 +199,15 @@ def resolve_sources(opts: BenchOptions, tasks: list[Task], store, cfg: EvalConfi
     return out
 
 
+def scoring_order(resolved: list[ResolvedSource], tasks: list[Task]) -> list[tuple[tuple, int, int]]:
+    """The order picks are scored in, as ``(sort key, source index, pick index)``: rank 0 first, then task by task
+    with every source of a task before the next task. A run cut short by --max-minutes then leaves paired rows
+    (each task it reached has every source's score), not one source's rows over all tasks and none of the next."""
+    task_order = {t.key: i for i, t in enumerate(tasks)}
+    return sorted(((p.rank, task_order.get(p.task.key, 0), si), si, pi)
+                  for si, rs in enumerate(resolved) for pi, p in enumerate(rs.picks))
+
+
 def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) -> tuple[Report, dict[str, Path]]:
     tasks = load_tasks(opts.suite, opts.levels, opts.task_limit, opts.tasks)
     if not tasks:
@@ -209,7 +218,6 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
                        correctness_trials=opts.correctness_trials)
     purpose = opts.stored_purpose if opts.stored else ("reward" if opts.resume else None)
     resolved = resolve_sources(opts, tasks, store, cfg, purpose)
-    task_order = {t.key: i for i, t in enumerate(tasks)}
     sources: list[SourceResult] = []
     extra_notes: list[str] = []  # for the report: which numbers were not measured now
     if opts.stored:
@@ -221,9 +229,7 @@ def run_bench(opts: BenchOptions, store, *, progress: Callable | None = None) ->
             proto = {"purpose": f"stored {purpose or 'any'}", "device": opts.device_type or "any"}
             sources.append(build_source(rs, tasks, results, proto, not_evaluated=f"no stored {purpose or ''} score"))
     else:
-        # rank 0 of every task of every source first: a run cut short by --max-minutes still covers every task
-        flat = sorted(((p.rank, si, task_order.get(p.task.key, 0)), si, pi)
-                      for si, rs in enumerate(resolved) for pi, p in enumerate(rs.picks))
+        flat = scoring_order(resolved, tasks)
         deadline = time.time() + 60 * opts.max_minutes if opts.max_minutes else None
         picks = [resolved[si].picks[pi] for _, si, pi in flat]
         # an estimate first, then each kernel with the time left; the report so far is rewritten as kernels finish
