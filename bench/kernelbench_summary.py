@@ -109,7 +109,8 @@ def summarise(report: dict) -> dict:
                             "first_call_s_max": max(first, default=None)}
     return {"tasks": len(me) if SELF in sources else len(evaluated), "not_evaluated": not_reached,
             "self_within_2pct": round(len(within) / len(me), 4) if me else None,
-            "self_fatal_flags": len(fatal) if me else None, "self_fatal": {r["task_key"]: r.get("flags") for r in fatal},
+            "self_fatal_flags": len(fatal) if me else None,
+            "self_fatal": {r["task_key"]: r.get("flags") for r in fatal},
             "failures": {k: {"count": len(v), "tasks": v} for k, v in sorted(failures.items())},
             "median_eval_wall_s": percentile(walls, 0.5) if walls else None,
             "max_eval_wall_s": max(walls, default=None),
