@@ -429,6 +429,8 @@ def test_reference_baselines_are_the_reference_itself_wrapped(tmp_path):
         [pick] = src.picks
         assert src.label == variant and pick.origin == "baseline" and pick.source.startswith(task.source.rstrip())
         assert f"_kr_torch.compile(super().forward, mode={mode})" in pick.source
+        # inductor's CUDA graphs overwrite their outputs at the next replay: a new step and cloned outputs
+        assert ("cudagraph_mark_step_begin()" in pick.source) == (mode != "None")
         path = tmp_path / f"{spec.replace(':', '_')}.py"
         path.write_text(pick.source)
         spec_ = importlib.util.spec_from_file_location(path.stem, path)
@@ -455,6 +457,22 @@ def test_reference_baselines_are_the_reference_itself_wrapped(tmp_path):
     mod = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(mod)
     assert me.label == "the reference itself" and mod.ModelNew.forward is mod.Model.forward
+
+
+@pytest.mark.gpu
+def test_the_reduce_overhead_baseline_is_scored_on_a_gpu():
+    """On the H200 (2026-11-29) every reduce-overhead row failed: inductor's CUDA graphs overwrote the outputs the
+    evaluator kept across calls ("accessing tensor output of CUDAGraphs that has been overwritten"), and one
+    worker died reading them. The wrapper now starts a step each call and clones its outputs."""
+    from kernelrl.config.stages import EvalConfig
+    from kernelrl.evaluation import evaluate
+    from kernelrl.reports.sources import resolve
+    from kernelrl.tasks import get_task
+
+    task = get_task("09_Swish")
+    [pick] = resolve("baseline:compile-reduce-overhead", [task], device_kind="cuda").picks
+    r = evaluate(task, pick.source, EvalConfig(device="cuda", budget_s=0.5, correctness_trials=4, max_wall_s=300))
+    assert r.success and r.speedup > 0 and r.timing.get("first_call_s") is not None, r.to_dict()
 
 
 def test_bench_scores_every_source_of_a_task_before_the_next_task():

@@ -73,6 +73,19 @@ class Timeout(RuntimeError):
     pass
 
 
+class UnreadableOutput(RuntimeError):
+    """A tensor to send could not be read to the host (a meta or sparse tensor, a CUDA-graph output that a later
+    replay overwrote). Raised before any byte of the message reaches the pipe, so the channel stays in step and
+    the sender can answer with an error instead of dying."""
+
+
+def _readable(t: torch.Tensor) -> tuple[dict, memoryview | bytes]:
+    try:
+        return tensor_to_bytes(t)
+    except Exception as e:  # noqa: BLE001 - whatever the tensor raises, the message is not started
+        raise UnreadableOutput(f"{type(e).__name__}: {str(e)[:600]}") from e
+
+
 def tensor_to_bytes(t: torch.Tensor) -> tuple[dict, memoryview | bytes]:
     """(meta, raw bytes): the bytes are a view of the tensor's own (host, contiguous) memory, not a copy."""
     import torch
@@ -173,7 +186,7 @@ class Channel:
                 return
         metas, blobs = [], []
         for t in tensors or []:
-            m, b = tensor_to_bytes(t)
+            m, b = _readable(t)
             metas.append(m)
             blobs.append(b)
         head = json.dumps(dict(header, tensors=metas)).encode()
@@ -191,7 +204,7 @@ class Channel:
         try:
             os.ftruncate(self.side_fd, total)
             for t in tensors:
-                m, raw = tensor_to_bytes(t)
+                m, raw = _readable(t)
                 _pwrite_all(self.side_fd, raw, off)
                 off += m["nbytes"]
                 metas.append(m)

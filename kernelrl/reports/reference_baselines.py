@@ -12,7 +12,9 @@ and ``reduce-overhead``) and captured in a CUDA graph, each scored by the evalua
 | ``baseline:self`` | ``Model`` itself (a subclass changing nothing): the self-pair, 1.00 expected |
 
 The CUDA-graph wrapper keeps static input buffers, copies the inputs in, replays, and returns clones of the
-outputs (a caller may keep outputs across calls).
+outputs (a caller may keep outputs across calls). ``reduce-overhead`` clones its outputs for the same reason, and
+starts a new cudagraph-trees step each call: inductor's graphs reuse their output memory at the next replay. Both
+therefore move the outputs' bytes once more than the reference, which shows on memory-bound tasks.
 
 Each baseline is the task's own source followed by a ``ModelNew(Model)`` wrapper, so its parameters are the
 reference's, built from the same seed. The compile happens at the first call, which the evaluator gives its
@@ -50,14 +52,18 @@ class ModelNew(Model):
         self._kr_forward = _kr_torch.compile(super().forward, mode={mode!r})
 
     def forward(self, *args, **kwargs):
-        return self._kr_forward(*args, **kwargs)
+        {call}
 '''
 
-_CUDA_GRAPH = '''
+_PLAIN_CALL = "return self._kr_forward(*args, **kwargs)"
+# inductor's own CUDA graphs (cudagraph trees) reuse their output memory at the next replay, and reading an output
+# of an earlier call then raises ("accessing tensor output of CUDAGraphs that has been overwritten", H200,
+# 2026-11-29): a new step each call and the outputs cloned, as callers (the evaluator among them: correctness runs
+# several input sets before it compares) may keep outputs across calls. The CUDA-graph baseline clones the same way.
+_STEP_CALL = """_kr_torch.compiler.cudagraph_mark_step_begin()
+        return _kr_clone(self._kr_forward(*args, **kwargs))"""
 
-# --- kernelrl reference baseline: the reference captured in a CUDA graph (reports/reference_baselines.py)
-import torch as _kr_torch
-
+_CLONE = '''
 
 def _kr_clone(x):
     if isinstance(x, _kr_torch.Tensor):
@@ -65,7 +71,13 @@ def _kr_clone(x):
     if isinstance(x, (list, tuple)):
         return type(x)(_kr_clone(v) for v in x)
     return x
+'''
 
+_CUDA_GRAPH = '''
+
+# --- kernelrl reference baseline: the reference captured in a CUDA graph (reports/reference_baselines.py)
+import torch as _kr_torch
+''' + _CLONE + '''
 
 class ModelNew(Model):
     """The reference replayed from a CUDA graph captured at its first call per input signature: static input
@@ -112,9 +124,11 @@ class ModelNew(Model):
 
 # spec -> (variant name, wrapper template, CUDA only)
 REFERENCE_BASELINES: dict[str, tuple[str, str, bool]] = {
-    "baseline:compile": ("torch.compile", _COMPILE.replace("{mode!r}", "None"), False),
+    "baseline:compile": ("torch.compile", _COMPILE.replace("{mode!r}", "None").replace("{call}", _PLAIN_CALL),
+                         False),
     "baseline:compile-reduce-overhead": ("torch.compile reduce-overhead",
-                                         _COMPILE.replace("{mode!r}", "'reduce-overhead'"), False),
+                                         _COMPILE.replace("{mode!r}", "'reduce-overhead'").replace("{call}", _STEP_CALL)
+                                         + _CLONE, False),
     "baseline:cuda-graph": ("reference in a CUDA graph", _CUDA_GRAPH, True),
     "baseline:self": ("the reference itself", _SELF, False),
 }

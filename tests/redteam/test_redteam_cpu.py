@@ -73,6 +73,8 @@ EXPECT: dict[str, tuple[str, set[str]]] = {
     "exit_midway": (FAIL, {"crashed"}),
     "leftover_children": (HONEST, {"leftover-processes"}),
     "raises": (FAIL, {"runtime-error"}),
+    # the worker once died converting it ("crashed", the error a traceback's tail); now a runtime error naming it
+    "unreadable_output": (FAIL, {"runtime-error"}),
     "syntax_error": (FAIL, {"build-failed"}),
     "missing_modelnew": (FAIL, {"build-failed"}),
     "wrong_shape": (FAIL, {"shape-mismatch"}),
