@@ -15,7 +15,7 @@ failure: the evaluator disagreeing with itself), ``failures``
 (self-pairs not successful, by cause: memory, time, unsupported inputs, other), ``median_eval_wall_s``,
 ``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the report's own tables,
 ``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, and the median compile time
-at the first call, reported apart), tasks.md, and rows.json: the merged rows without their code, which a later
+at the first call, reported apart), tasks.md, and rows.json.gz: the merged rows without their code, which a later
 merge takes as one of its reports (lane reports of a device call are not kept forever). Without a
 ``baseline:self`` source the self-pair figures are None and the baselines are still summarised.
 """
@@ -23,6 +23,7 @@ merge takes as one of its reports (lane reports of a device call are not kept fo
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -118,6 +119,13 @@ def summarise(report: dict) -> dict:
             "goals": {"self_within_2pct": 0.98, "self_fatal_flags": 0, "max_eval_wall_s": 60.0}}
 
 
+def _task_order(key: str) -> tuple:
+    """kernelbench/L1/10_Name after kernelbench/L1/9_Name: level, then the problem's number."""
+    *_, level, name = key.split("/")
+    num = name.split("_", 1)[0]
+    return (level, int(num) if num.isdigit() else 10**9, name)
+
+
 def tasks_md(report: dict) -> str:
     sources = [s["label"] for s in report["sources"]]
     by_task: dict[str, dict[str, dict]] = {}
@@ -125,7 +133,7 @@ def tasks_md(report: dict) -> str:
         for r in s["rows"]:
             by_task.setdefault(r["task_key"], {})[s["label"]] = r
     lines = ["| task | " + " | ".join(sources) + " | wall s (self) |", "|---|" + "---:|" * (len(sources) + 1)]
-    for key in sorted(by_task):
+    for key in sorted(by_task, key=_task_order):
         cells = []
         for lab in sources:
             r = by_task[key].get(lab)
@@ -138,18 +146,21 @@ def tasks_md(report: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("report", type=Path, nargs="+", help="report.json of kernelrl bench over the KernelBench suite "
-                    "(several: merged, e.g. one per GPU)")
+    ap.add_argument("report", type=Path, nargs="+",
+                    help="report.json (or .json.gz) of kernelrl bench over the KernelBench suite, or an earlier "
+                    "summary's rows.json.gz (several: merged, later over earlier)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
-    report = merge([json.loads(p.read_text()) for p in a.report])
+    report = merge([json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_text())
+                    for p in a.report])
     a.out.mkdir(parents=True, exist_ok=True)
     s = summarise(report)
     (a.out / "summary.json").write_text(json.dumps(s, indent=1))
     (a.out / "tasks.md").write_text(tasks_md(report))
-    # the merged rows without their code: the input of a later merge (pass rows.json as a report) once the lane
+    # the merged rows without their code: the input of a later merge (pass rows.json.gz as a report) once the lane
     # reports themselves are gone, and the numbers behind every table here
-    (a.out / "rows.json").write_text(json.dumps(slim(report, [str(p) for p in a.report]), indent=0))
+    (a.out / "rows.json.gz").write_bytes(gzip.compress(json.dumps(slim(report, [str(p) for p in a.report]))
+                                                       .encode(), mtime=0))
     print(json.dumps({k: v for k, v in s.items() if k not in ("baselines", "failures", "self_fatal", "not_evaluated")}
                      | {"not_evaluated": len(s["not_evaluated"])}, indent=1))
     if s["max_eval_wall_s"] is not None:
