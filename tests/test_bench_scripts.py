@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 
@@ -169,7 +170,7 @@ def test_kernelbench_summary_merges_lanes_and_lists_tasks_not_reached_apart():
 
 def test_kernelbench_summary_keeps_its_merged_rows_as_the_input_of_a_later_merge(tmp_path):
     """The lane reports of a call are not kept forever (c19's was lost): the summary writes the merged rows
-    without code as rows.json, which a later merge takes as a report; baseline lanes alone (no self-pairs) are
+    without code as rows.json.gz, which a later merge takes as a report; baseline lanes alone (no self-pairs) are
     summarised too, their self-pair figures None."""
     import subprocess
     import sys
@@ -192,9 +193,9 @@ def test_kernelbench_summary_keeps_its_merged_rows_as_the_input_of_a_later_merge
     assert r.returncode == 0, r.stderr
     s1 = json.loads((tmp_path / "s1" / "summary.json").read_text())
     assert s1["tasks"] == 1 and s1["self_within_2pct"] is None and s1["not_evaluated"] == ["kb/L1/b"]
-    kept = json.loads((tmp_path / "s1" / "rows.json").read_text())
+    kept = json.loads(gzip.decompress((tmp_path / "s1" / "rows.json.gz").read_bytes()))
     assert kept["inputs"] == [str(tmp_path / "one.json")] and "code" not in kept["sources"][0]["rows"][0]
-    r = subprocess.run([*script, str(tmp_path / "s1" / "rows.json"), str(tmp_path / "two.json"), "--out",
+    r = subprocess.run([*script, str(tmp_path / "s1" / "rows.json.gz"), str(tmp_path / "two.json"), "--out",
                         str(tmp_path / "s2")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     s2 = json.loads((tmp_path / "s2" / "summary.json").read_text())
