@@ -1,0 +1,17 @@
+# One lane on a single GPU (a lone nvidia-h200, when that is all that is lent; c19, c22, c23 ran this way):
+# kernelrl bench over one level's tasks that .calls/done/ does not already hold for every label, for the given
+# sources, task by task (every source of a task before the next), until DEADLINE. Prepare as c9.sh's header says;
+# carry [".whl", ".calls", "kb/level$LVL"]; put the earlier lanes' reports (raw/cN/*-report.json.gz, or a
+# summary's rows.json.gz) into .calls/done/ first. Commit $OUT's <lane>-report.json.gz under raw/$CALL/.
+#   CALL=c24 LVL=1 bash .calls/lane1.sh 2>&1 | tee $OUT/c24.log                # both torch.compile modes
+#   CALL=c24 LVL=2 SRC=baseline:self LABELS="the reference itself" bash .calls/lane1.sh ...   # self-pairs
+CALL=${CALL:?name the call} DEADLINE=${DEADLINE:-560} LVL=${LVL:-1}
+SRC=${SRC:-"baseline:compile baseline:compile-reduce-overhead"}
+LABELS=${LABELS:-"torch.compile,torch.compile reduce-overhead"}
+source .calls/setup.sh
+LANE=l${LVL}$CALL
+# shellcheck disable=SC2086  # SRC is a list of sources
+kblane 0 "$LANE" "$LVL" "$(python3 .calls/todo.py "$LVL" 1/1 "$LABELS" .calls/done/*.json .calls/done/*.json.gz)" $SRC
+grep -v "kernels scored" "/tmp/kb/$LANE.log" | grep "\[" | cut -c1-400 | tail -40
+gzip -c "/tmp/kb/$LANE/report/report.json" > "$OUT/$LANE-report.json.gz"; cp "/tmp/kb/$LANE.log" "$OUT/"
+ls -la "$OUT"; echo "call $CALL ended at $((SECONDS - T0)) s"
