@@ -195,6 +195,17 @@ class Channel:
         for b in blobs:
             self._write(b)
 
+    def reply(self, header: dict[str, Any], tensors: list[torch.Tensor], fault: dict[str, Any]) -> None:
+        """A worker's answer; when one of its tensors cannot be read (UnreadableOutput: nothing was sent yet), an
+        error answer instead (``fault`` and the reason), so the worker keeps serving rather than dying mid-protocol."""
+        try:
+            self.send(header, tensors)
+        except UnreadableOutput as e:
+            import traceback
+
+            self.send(dict(fault, ok=False, kind="RuntimeError", traceback=traceback.format_exc()[-3000:],
+                           error=f"{fault.get('error', '')}{e}"))
+
     def _send_side(self, header: dict[str, Any], tensors: list[torch.Tensor], total: int) -> bool:
         """The tensors' bytes into the side file, one after the other from offset 0, then the header (with their
         metadata, ``side``) through the pipe. A tensor is converted (device to host) just before its write and

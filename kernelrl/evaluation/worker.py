@@ -23,7 +23,7 @@ import traceback
 import torch
 
 from kernelrl.evaluation.held import SEM_DONE, SEM_GO
-from kernelrl.evaluation.ipc import Channel, UnreadableOutput
+from kernelrl.evaluation.ipc import Channel
 # The helpers that live in modules of their own (one concern each), under the names this module's commands call
 # them by: a name looked up here at call time is the one the process runs (a patched one included; see the red
 # team's harness patches, tests/redteam/*/).
@@ -592,12 +592,8 @@ def main() -> None:
             reply = {"ok": False, "kind": kind, "error": f"{type(e).__name__}: {str(e)[:1000]}",
                      "traceback": traceback.format_exc()[-3000:], "ext_failures": STATE["ext_failures"]}
             out = []
-        try:
-            chan.send(reply, out)
-        except UnreadableOutput as e:  # nothing was sent: answer with the model's fault instead of dying
-            chan.send({"ok": False, "kind": "RuntimeError", "ext_failures": STATE["ext_failures"],
-                       "error": f"{cmd}: an output of forward() could not be read: {e}",
-                       "traceback": traceback.format_exc()[-3000:]}, [])
+        chan.reply(reply, out, {"error": f"{cmd}: an output of forward() could not be read: ",
+                                "ext_failures": STATE["ext_failures"]})
 
 
 if __name__ == "__main__":
