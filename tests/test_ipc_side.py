@@ -200,3 +200,37 @@ def test_each_worker_holds_its_own_side_file_only():
     finally:
         for w in workers:
             w.close()
+
+
+@pytest.mark.parametrize("with_side", [True, False])
+def test_an_unreadable_tensor_is_answered_as_an_error_and_the_channel_stays_in_step(monkeypatch, with_side):
+    """A reply holding a tensor with no data to read (a meta tensor here; on a GPU, inductor's CUDA-graph output
+    that a later replay overwrote, which killed a worker on the H200) becomes an error answer, and the next message
+    arrives whole: nothing of the first reached the pipe before the failure."""
+    monkeypatch.setattr(ipc, "SIDE_MIN_BYTES", 16)
+    side = os.memfd_create("test-side", os.MFD_CLOEXEC) if with_side else None
+    good = torch.randn(64, 3)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(r)
+            ch = Channel(os.open(os.devnull, os.O_RDONLY), w, side_fd=side)
+            ch.reply({"ok": True}, [good, torch.empty(64, 3, device="meta")], {"error": "draw_run: unreadable: "})
+            ch.reply({"ok": True, "n": 2}, [good], {"error": "never"})
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        ch = Channel(r, os.open(os.devnull, os.O_WRONLY), side_fd=side)
+        h, got = ch.recv(timeout=30)
+        assert h["ok"] is False and h["kind"] == "RuntimeError" and got == []
+        assert h["error"].startswith("draw_run: unreadable: NotImplementedError") and "meta" in h["error"]
+        h, got = ch.recv(timeout=30)
+        assert h == {"ok": True, "n": 2, "tensors": h["tensors"], **({"side": True} if with_side else {})}
+        assert len(got) == 1 and torch.equal(got[0], good)
+    finally:
+        os.waitpid(pid, 0)
+        os.close(r)
+        if side is not None:
+            os.close(side)
