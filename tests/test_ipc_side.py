@@ -234,3 +234,20 @@ def test_an_unreadable_tensor_is_answered_as_an_error_and_the_channel_stays_in_s
         os.close(r)
         if side is not None:
             os.close(side)
+
+
+def test_a_host_copy_that_runs_out_of_memory_is_answered_as_out_of_memory(monkeypatch):
+    """The same path when reading the output to the host fails for want of memory: kind OutOfMemory (the parent's
+    out-of-memory flag), not a runtime error of the model."""
+    def no_memory(t):
+        raise MemoryError("host copy")
+
+    monkeypatch.setattr(ipc, "tensor_to_bytes", no_memory)
+    r, w = os.pipe()
+    try:
+        Channel(os.open(os.devnull, os.O_RDONLY), w).reply({"ok": True}, [torch.zeros(3)], {"error": "run: "})
+        h, got = Channel(r, os.open(os.devnull, os.O_WRONLY)).recv(timeout=30)
+        assert h["ok"] is False and h["kind"] == "OutOfMemory" and h["error"] == "run: MemoryError: host copy"
+    finally:
+        os.close(r)
+        os.close(w)

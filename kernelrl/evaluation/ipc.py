@@ -203,8 +203,11 @@ class Channel:
         except UnreadableOutput as e:
             import traceback
 
-            self.send(dict(fault, ok=False, kind="RuntimeError", traceback=traceback.format_exc()[-3000:],
-                           error=f"{fault.get('error', '')}{e}"))
+            # the host copy itself may run out of memory: the parent's out-of-memory flag, not a runtime error
+            oom = isinstance(e.__cause__, MemoryError) or "out of memory" in str(e).lower() \
+                or "can't allocate memory" in str(e).lower()
+            self.send(dict(fault, ok=False, kind="OutOfMemory" if oom else "RuntimeError",
+                           traceback=traceback.format_exc()[-3000:], error=f"{fault.get('error', '')}{e}"))
 
     def _send_side(self, header: dict[str, Any], tensors: list[torch.Tensor], total: int) -> bool:
         """The tensors' bytes into the side file, one after the other from offset 0, then the header (with their
