@@ -400,6 +400,12 @@ def test_cli_bench_stored_and_errors(tmp_path):
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["summaries"]["r1/crl"]["all"]["success"] == 3 and (out / "report.md").exists()
+    # the console table, piped, keeps whole labels (rich fitted 80 columns and printed "torch.c…")
+    long = "torch.compile reduce-overhead of the crl stage"
+    r = _cli("bench", "--suite", str(suite), "--source", "r1/crl", "--label", long, "--stored", "--out", str(out),
+             "--store-url", url, "--no-plots")
+    assert r.returncode == 0, r.stderr
+    assert any(long in line and line.rstrip().endswith("│") for line in r.stdout.splitlines()), r.stdout
     r = _cli("bench", "--suite", str(suite), "--source", "ghost-run", "--stored", "--out", str(out), "--store-url", url)
     assert r.returncode == 2 and r.stderr.strip().startswith("error:") and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

@@ -117,12 +117,15 @@ def _print_summary(report, paths, as_json: bool) -> None:
         return
     t = Table(title=report.title)
     for col in ("source", "n", "mean", "max", "p75", "p50", "p25", "success", "faster", "geomean"):
-        t.add_column(col, justify="left" if col == "source" else "right")
+        t.add_column(col, justify="left" if col == "source" else "right", no_wrap=True)
     for label, groups in report.summaries().items():
         s = groups["all"]
         t.add_row(label, str(s.n), fmt(s.mean), fmt(s.max), fmt(s.p75), fmt(s.p50), fmt(s.p25), str(s.success),
                   str(s.faster), fmt(s.geomean))
-    Console().print(t)
+    # piped or logged (CI, a device call's log), rich would fit 80 columns and cut the labels ("torch.c…"): wide
+    # enough for the longest label there; a terminal keeps its own width
+    width = None if sys.stdout.isatty() else max(80, 80 + max((len(lbl) for lbl in report.summaries()), default=0))
+    Console(width=width).print(t)
     typer.echo(f"report: {paths['markdown']}")
 
 
