@@ -48,6 +48,25 @@ def test_user_errors_are_one_line_exit_2(tmp_path):
     assert r.returncode == 2 and "topsecret" not in r.stderr + r.stdout and "Traceback" not in r.stderr
 
 
+def test_tasks_list_describes_a_task_by_its_module_or_model_docstring(tmp_path):
+    """Built-in tasks have a module docstring; KernelBench's problems document ``class Model`` instead (their list
+    showed an empty description column). Piped, a long key is printed whole (rich cut it to fit 80 columns)."""
+    level = tmp_path / "suite" / "level1"
+    level.mkdir(parents=True)
+    body = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    {doc}\n"
+            "    def forward(self, x):\n        return x\n\ndef get_inputs():\n    return [torch.randn(2)]\n\n"
+            "def get_init_inputs():\n    return []\n")
+    (level / "1_Doubles.py").write_text(body.format(doc='"""Simple model that returns its input.\n\n    More."""'))
+    (level / "2_Plain.py").write_text('"""Module words."""\n' + body.format(doc='"""Model words."""'))
+    (level / "3_A_problem_whose_name_is_long_enough_that_an_80_column_table_would_cut_it.py").write_text(
+        body.format(doc='"""Long."""'))
+    r = kernelrl("tasks", "list", "--suite", str(tmp_path / "suite"))
+    assert r.returncode == 0, r.stderr
+    assert "kernelbench/L1/3_A_problem_whose_name_is_long_enough_that_an_80_column_table_would_cut_it" in r.stdout
+    assert "Simple model that returns its input." in r.stdout and "More." not in r.stdout
+    assert "Module words." in r.stdout and "Model words." not in r.stdout
+
+
 def test_unknown_option_is_usage_error():
     r = kernelrl("tasks", "list", "--bogus")
     assert r.returncode == 2 and "No such option" in (r.stderr + r.stdout) and "Traceback" not in r.stderr

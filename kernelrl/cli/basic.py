@@ -8,6 +8,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from kernelrl.cli.tables import table_console
+
 console = Console()
 
 tasks_app = typer.Typer(help="List and show tasks of a suite (builtin or a KernelBench checkout).",
@@ -49,23 +51,30 @@ def tasks_list(
         typer.echo(json.dumps([{"key": t.key, "name": t.name, "level": t.level} for t in tasks], indent=1))
         return
     table = Table(title=f"{len(tasks)} tasks in {suite}")
-    table.add_column("key")
+    table.add_column("key", no_wrap=True)
     table.add_column("level", justify="right")
     table.add_column("description")
     for t in tasks:
         doc = _first_doc_line(t.source)
         table.add_row(t.key, str(t.level), doc)
-    console.print(table)
+    table_console(60 + max(len(t.key) for t in tasks)).print(table)
 
 
 def _first_doc_line(source: str) -> str:
+    """The first line of the module's docstring, or else of ``class Model``'s (KernelBench's problems document the
+    model, not the module)."""
     import ast
 
     try:
-        doc = ast.get_docstring(ast.parse(source)) or ""
+        tree = ast.parse(source)
     except SyntaxError:
         return ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    models = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"]
+    for node in (tree, *models):
+        doc = (ast.get_docstring(node) or "").strip()
+        if doc:
+            return doc.splitlines()[0]
+    return ""
 
 
 @tasks_app.command("show")

@@ -108,6 +108,7 @@ def _command() -> str:
 
 
 def _print_summary(report, paths, as_json: bool) -> None:
+    from kernelrl.cli.tables import table_console
     from kernelrl.reports.render import fmt
 
     if as_json:
@@ -122,10 +123,7 @@ def _print_summary(report, paths, as_json: bool) -> None:
         s = groups["all"]
         t.add_row(label, str(s.n), fmt(s.mean), fmt(s.max), fmt(s.p75), fmt(s.p50), fmt(s.p25), str(s.success),
                   str(s.faster), fmt(s.geomean))
-    # piped or logged (CI, a device call's log), rich would fit 80 columns and cut the labels ("torch.c…"): wide
-    # enough for the longest label there; a terminal keeps its own width
-    width = None if sys.stdout.isatty() else max(80, 80 + max((len(lbl) for lbl in report.summaries()), default=0))
-    Console(width=width).print(t)
+    table_console(80 + max((len(lbl) for lbl in report.summaries()), default=0)).print(t)
     typer.echo(f"report: {paths['markdown']}")
 
 
