@@ -8,8 +8,7 @@ import sys
 from rich.console import Console
 
 
-def table_console(keep: int, stderr: bool = False) -> Console:
-    """A console for a table whose unwrapped columns need ``keep`` characters in all: the terminal's own width when
-    the stream is one, else at least ``keep`` (and 80)."""
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else max(80, keep))
+def table_console(keep: int) -> Console:
+    """A console on stdout for a table whose unwrapped columns need ``keep`` characters in all: the terminal's own
+    width when stdout is one, else at least ``keep`` (and 80)."""
+    return Console(width=None if sys.stdout.isatty() else max(80, keep))

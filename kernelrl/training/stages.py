@@ -92,8 +92,7 @@ def run_sft(ctx) -> dict[str, Any]:
     from kernelrl.errors import KernelRLError
     from kernelrl.training.sft import augment_pairs, sft_train, with_contrastive_copies
 
-    r = ctx.recipe
-    ctx.upstream("augment")
+    r = ctx.recipe  # augment has finished: stage_body checked STAGE_NEEDS before importing this module
     tasks = recipe_tasks(r, ctx.settings)
     pairs = augment_pairs(ctx.store, tasks, ctx.run)
     if ctx.dry_run:
