@@ -48,4 +48,8 @@ __version__ = "0.1.0"
 # Version 15: each timing block's staging restarts both sides' random generators from its seed
 # (worker_inputs.restart_generators): a forward that draws (dropout) failed timing-mismatch against itself when the
 # candidate's capture warm-ups had advanced only its generator (KernelBench L2 66 on the H200).
-EVALUATOR_VERSION = "kernelrl-eval-15"
+# Version 16: correctness passes an input that is not a tensor as get_inputs returns it (a Python float stays a float),
+# as the timed calls always did (worker_inputs.draw_inputs); before, correctness alone made it a 0-d tensor, so a
+# kernel taking a float failed correctness and a torch.compile candidate recompiled inside the timed phase, past its
+# time limit (KernelBench L1 5 under reduce-overhead on the H200). Tasks whose inputs are all tensors score as in 15.
+EVALUATOR_VERSION = "kernelrl-eval-16"

@@ -1077,6 +1077,42 @@ def test_each_worker_draws_the_same_correctness_sets_from_a_seed_and_variant():
         assert torch.equal(old[0], a[0]), variant
 
 
+SCALAR_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, A, s: float):
+        return A * s
+
+
+def get_inputs():
+    return [torch.rand(64, 32), 3.14]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_scalar_input_reaches_forward_as_get_inputs_returns_it(tmp_path):
+    """A task whose get_inputs returns a Python float (KernelBench L1 5, ``s = 3.14``) passes it as a float in
+    correctness as in the timed calls. Before version 16 correctness turned it into a 0-d tensor: a candidate whose
+    kernel takes a float failed as a runtime error, and a torch.compile candidate recompiled in the timed phase."""
+    from kernelrl.evaluation.worker_inputs import draw_inputs, task_module
+    from kernelrl.tasks.loader import load_task_file
+
+    drawn = draw_inputs(task_module(SCALAR_TASK), 3, "scaled", torch.device("cpu"))
+    assert isinstance(drawn[0], torch.Tensor) and drawn[1] == 3.14 and type(drawn[1]) is float
+    (tmp_path / "task.py").write_text(SCALAR_TASK)
+    strict = SCALAR_TASK.replace("class Model(", "class ModelNew(").replace(
+        "        return A * s", "        if type(s) is not float:\n"
+        "            raise TypeError(f'this kernel takes s as a float, got {type(s).__name__}')\n"
+        "        return A * s")
+    res = evaluate(load_task_file(tmp_path / "task.py"), strict, FAST)
+    assert res.success and res.correct, (res.flags, res.error)
+
+
 def test_huge_outputs_get_fewer_correctness_sets_and_say_so(monkeypatch):
     """Outputs that would ship more than SHIP_BUDGET_BYTES through the pipes get fewer correctness sets, never
     fewer than MIN_TRIALS, with an information flag and the number run; small outputs keep every set."""

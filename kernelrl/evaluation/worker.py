@@ -249,7 +249,7 @@ def cmd_draw_run(h, _tensors):
             t0 = _perf()
             inputs = _draw_inputs(task_inputs, int(seed), str(variant), dev)
             gen_s += _perf() - t0
-            in_bytes += sum(t.numel() * t.element_size() for t in inputs)
+            in_bytes += sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
             res = _flatten_outputs(model(*inputs))
             STATE["last_out"] = res
             structure.append(len(res))

@@ -67,20 +67,23 @@ class VariedRandom:
             setattr(torch, n, f)
 
 
-def draw_inputs(module, seed: int, variant: str, dev: torch.device) -> list[torch.Tensor]:
+def draw_inputs(module, seed: int, variant: str, dev: torch.device) -> list:
     """One correctness input set, drawn in this worker on ``dev``: get_inputs() under the seed and the variant's
     random sources, with ``dev`` as torch's default device (a GPU draws its own inputs: nothing crosses the host
     or the pipes; KernelBench's largest inputs are gigabytes). Both workers draw the same set from the same seed
     and variant on the same kind of device; the candidate's worker runs the task's own get_inputs (from its
     source, ``task_module``). It gains nothing from knowing the inputs: its outputs are compared with the
     reference's, computed from the reference's own draw. On CPU the values are the ones the reference drew and
-    shipped before (same generators, same order)."""
+    shipped before (same generators, same order). An input that is not a tensor (KernelBench L1 5's ``s = 3.14``)
+    stays what get_inputs returned, as in the timed calls (input_template: a constant): until version 16 it became a
+    0-d tensor here only, so a kernel taking a float failed correctness and a torch.compile candidate recompiled
+    inside the timed phase (its guard on the type), past its time limit."""
     torch.manual_seed(seed)
     with torch.device(dev):
         g = torch.Generator(device=dev).manual_seed(seed + 1)
         with VariedRandom(variant, g):
             inputs = module.get_inputs()
-    return [(x if isinstance(x, torch.Tensor) else torch.tensor(x)).to(dev) for x in inputs]
+    return [x.to(dev) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
 def task_module(source: str):
