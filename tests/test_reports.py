@@ -481,6 +481,40 @@ def test_the_reduce_overhead_baseline_is_scored_on_a_gpu():
     assert r.success and r.speedup > 0 and r.timing.get("first_call_s") is not None, r.to_dict()
 
 
+@pytest.mark.gpu
+def test_a_compiled_scalar_task_does_not_recompile_while_timed(tmp_path):
+    """KernelBench L1 5 (``A * s``, ``s = 3.14``) under reduce-overhead timed out on the H200 with leftover processes:
+    correctness had passed ``s`` as a 0-d tensor and the timed calls as a float, so dynamo's guard on its type failed
+    and inductor recompiled inside the timed phase (py-spy, bench/results/2026-11-28-h200x4-kernelbench/raw/c26).
+    Since version 16 both pass the float."""
+    from kernelrl.config.stages import EvalConfig
+    from kernelrl.evaluation import evaluate
+    from kernelrl.reports.sources import resolve
+    from kernelrl.tasks.loader import load_task_file
+
+    (tmp_path / "scalar.py").write_text("""import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, A, s: float):
+        return A * s
+
+
+def get_inputs():
+    return [torch.rand(4096, 1024), 3.14]
+
+
+def get_init_inputs():
+    return []
+""")
+    task = load_task_file(tmp_path / "scalar.py")
+    for spec in ("baseline:compile", "baseline:compile-reduce-overhead"):
+        [pick] = resolve(spec, [task], device_kind="cuda").picks
+        r = evaluate(task, pick.source, EvalConfig(device="cuda", budget_s=0.5, correctness_trials=4, max_wall_s=300))
+        assert r.success and not {"timeout", "leftover-processes"} & set(r.flags), (spec, r.to_dict())
+
+
 def test_bench_scores_every_source_of_a_task_before_the_next_task():
     """A bench cut short by --max-minutes keeps paired rows: task by task, each with every source (c19 on one GPU
     got 26 torch.compile rows and no reduce-overhead row when sources went one over all tasks)."""
