@@ -15,7 +15,8 @@ failure: the evaluator disagreeing with itself), ``failures``
 (self-pairs not successful, by cause: memory, time, unsupported inputs, other), ``median_eval_wall_s``,
 ``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the report's own tables,
 ``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, and the median compile time
-at the first call, reported apart), tasks.md, and rows.json.gz: the merged rows without their code, which a later
+at the first call, reported apart), ``evaluator_versions`` (rows per evaluator version: a merge may span a version
+bump), tasks.md, and rows.json.gz: the merged rows without their code, which a later
 merge takes as one of its reports (lane reports of a device call are not kept forever). Without a
 ``baseline:self`` source the self-pair figures are None and the baselines are still summarised.
 """
@@ -99,6 +100,12 @@ def summarise(report: dict) -> dict:
         if not r["success"]:
             failures.setdefault(cause(r).split(":")[0], []).append(r["task_key"])
     walls = [float(r["wall_s"]) for rows in sources.values() for r in rows if r.get("wall_s")]
+    # a merge can span evaluator versions (a lane re-run after a version bump): say how many rows each scored
+    versions: dict[str, int] = {}
+    for rows in sources.values():
+        for r in rows:
+            v = str(r.get("evaluator_version") or "unknown")
+            versions[v] = versions.get(v, 0) + 1
     baselines = {}
     for label, rows in sources.items():
         if label == SELF:
@@ -115,7 +122,7 @@ def summarise(report: dict) -> dict:
             "failures": {k: {"count": len(v), "tasks": v} for k, v in sorted(failures.items())},
             "median_eval_wall_s": percentile(walls, 0.5) if walls else None,
             "max_eval_wall_s": max(walls, default=None),
-            "evaluations": len(walls), "baselines": baselines,
+            "evaluations": len(walls), "evaluator_versions": dict(sorted(versions.items())), "baselines": baselines,
             "goals": {"self_within_2pct": 0.98, "self_fatal_flags": 0, "max_eval_wall_s": 60.0}}
 
 

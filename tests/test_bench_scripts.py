@@ -163,9 +163,13 @@ def test_kernelbench_summary_merges_lanes_and_lists_tasks_not_reached_apart():
     lane0 = {"sources": [{"label": SELF, "rows": [row("kb/L1/a"), row("kb/L1/b", evaluated=False)]}]}
     lane1 = {"sources": [{"label": SELF, "rows": [row("kb/L1/b", 0.99), row("kb/L1/c", evaluated=False)]}]}
     later = {"sources": [{"label": SELF, "rows": [row("kb/L1/a", evaluated=False)]}]}
+    lane0["sources"][0]["rows"][0]["evaluator_version"] = "kernelrl-eval-15"
+    lane1["sources"][0]["rows"][0]["evaluator_version"] = "kernelrl-eval-16"
     s = summarise(merge([lane0, lane1, later]))
     assert s["tasks"] == 2 and s["self_within_2pct"] == 1.0 and s["failures"] == {}
     assert s["not_evaluated"] == ["kb/L1/c"] and s["evaluations"] == 2
+    # a merge across a version bump says so (rows not evaluated are not counted)
+    assert s["evaluator_versions"] == {"kernelrl-eval-15": 1, "kernelrl-eval-16": 1}
 
 
 def test_kernelbench_summary_keeps_its_merged_rows_as_the_input_of_a_later_merge(tmp_path):
