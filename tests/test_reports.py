@@ -491,23 +491,9 @@ def test_a_compiled_scalar_task_does_not_recompile_while_timed(tmp_path):
     from kernelrl.evaluation import evaluate
     from kernelrl.reports.sources import resolve
     from kernelrl.tasks.loader import load_task_file
+    from tests.test_evaluator import SCALAR_TASK
 
-    (tmp_path / "scalar.py").write_text("""import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, A, s: float):
-        return A * s
-
-
-def get_inputs():
-    return [torch.rand(4096, 1024), 3.14]
-
-
-def get_init_inputs():
-    return []
-""")
+    (tmp_path / "scalar.py").write_text(SCALAR_TASK.replace("torch.rand(64, 32)", "torch.rand(4096, 1024)"))
     task = load_task_file(tmp_path / "scalar.py")
     for spec in ("baseline:compile", "baseline:compile-reduce-overhead"):
         [pick] = resolve(spec, [task], device_kind="cuda").picks
