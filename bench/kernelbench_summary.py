@@ -27,6 +27,7 @@ import argparse
 import gzip
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,11 +102,7 @@ def summarise(report: dict) -> dict:
             failures.setdefault(cause(r).split(":")[0], []).append(r["task_key"])
     walls = [float(r["wall_s"]) for rows in sources.values() for r in rows if r.get("wall_s")]
     # a merge can span evaluator versions (a lane re-run after a version bump): say how many rows each scored
-    versions: dict[str, int] = {}
-    for rows in sources.values():
-        for r in rows:
-            v = str(r.get("evaluator_version") or "unknown")
-            versions[v] = versions.get(v, 0) + 1
+    versions = Counter(str(r.get("evaluator_version") or "unknown") for rows in sources.values() for r in rows)
     baselines = {}
     for label, rows in sources.items():
         if label == SELF:

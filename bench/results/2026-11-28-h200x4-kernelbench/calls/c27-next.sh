@@ -1,7 +1,7 @@
 # Call 27 (next session, one nvidia-h200, <= 580 s), written, not run: version 16 on a GPU (3e165a0: correctness
 # passes a non-tensor input as get_inputs returns it), then the compile baselines. Prepare as c9.sh's header says
 # (bench/gpu_site.sh; py-spy to .whl/py-spy; kb link; setup.sh.txt, todo.py.txt, lane1.sh into .calls/), copy
-# compile-l1-v15/rows.json.gz into .calls/done/; carry [".whl", ".calls", "kb/level1"].
+# compile-l1-v15/rows.json.gz into .calls/done/, and this file to .calls/c27.sh; carry [".whl", ".calls", "kb/level1"].
 # Run: bash .calls/c27.sh 2>&1 | tee $OUT/c27.log
 #   1. the new GPU test (a compiled scalar task, both modes, no recompile while timed) and the reduce-overhead one;
 #   2. the CUDA red team in full with the held clock (~215 s);
