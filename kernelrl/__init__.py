@@ -52,4 +52,9 @@ __version__ = "0.1.0"
 # as the timed calls always did (worker_inputs.draw_inputs); before, correctness alone made it a 0-d tensor, so a
 # kernel taking a float failed correctness and a torch.compile candidate recompiled inside the timed phase, past its
 # time limit (KernelBench L1 5 under reduce-overhead on the H200). Tasks whose inputs are all tensors score as in 15.
-EVALUATOR_VERSION = "kernelrl-eval-16"
+# Version 17: a wrong output compared on the host that is not within the reference's own variation passes when it is
+# within the reference's own float32 precision on those inputs (compare.within_precision: against the reference run
+# in float64, within 8x the largest of four samples of the reference's float32 error, within half a norm of either
+# answer; flag within-reference-precision); it failed before (KernelBench L1 98_KLDivLoss, torch.compile's
+# reordered sum, on the H200). Candidates that passed before score as in 16.
+EVALUATOR_VERSION = "kernelrl-eval-17"

@@ -144,10 +144,58 @@ VARIATION_FACTOR = 3.0
 VARIATION_CAP = 10.0
 
 
-def within_variation(ref: list, cand: list, ref_diff: tuple[float, float], cand_diff: tuple[float, float]) -> bool:
+# Or it passes when it is as close to the exact answer as float32 arithmetic gets on this problem: the candidate's
+# outputs against the reference's run in float64 on the same inputs, within PRECISION_FACTOR x the largest error of
+# the reference's own float32 answers against float64 over PRECISION_SAMPLES samples (the set, and the set with its
+# inputs moved by an ulp: worker_variation._precision_runs), in norm and in largest difference; and within
+# PRECISION_MAX_REL of the norm of the float64 answer or of the reference's. Only for a reference that reproduces
+# itself within the dtype's bound (its two runs): a noisy reference's float64 run carries its noise, and the gap
+# would measure the noise, not the precision (a reference adding 1e-3 of random noise passed its own copy without
+# this); and only for a forward that does not draw random numbers (its answer with the generators elsewhere within the
+# bound): a dropout's float64 run draws other masks, and the gap would allow half a norm.
+# Why: a deterministic reference has no run-to-run variation to allow for, yet on a near-cancelling reduction its
+# float32 answer is itself far from exact. KernelBench L1 98_KLDivLoss on the evaluator's "small" inputs
+# (near-uniform distributions): its float32 answer was 13%-140% off the float64 one over three draws (CPU, full size;
+# both share log()'s rounding, the dominant error), and an honest reordering of the sum 0.2-0.7% off the reference
+# (torch.compile's on the H200: 0.25%), past float32's 1e-4 bound. On such a set float32 cannot tell a right answer
+# from a wrong one more finely than that. The allowance follows the problem's conditioning on those inputs, which a
+# candidate cannot choose; every set must pass, so a candidate sloppy everywhere still fails on the well-conditioned
+# ones, where 8 x ~1e-7 is far inside the bound (tests/test_reference_variation.py).
+# Why 8: rounding errors are random; with normal errors a candidate as accurate as the reference exceeds 8 x the
+# largest of 4 samples in ~3e-4 of sets (4 x: 4e-3; a simulation). Why 0.5: a set whose float32 answer is pure
+# rounding (KL of near-identical distributions: 6-8x its exact value) would otherwise pass zeros or a flipped sign
+# (1 and 2 norms from both); an honest reordering there was within 4% of the reference, or (once in 17 CPU
+# evaluations) 1.3% from the float64 answer and 1.45 norms from the reference's.
+PRECISION_FACTOR = 8.0
+PRECISION_MAX_REL = 0.5
+
+
+def within_precision(ref: list, cand: list, runs: list[list], ref_runs: tuple[float, float]
+                     ) -> tuple[bool, tuple[float, float], tuple[float, float]]:
+    """(passes, the reference's largest (relative error norm, max |diff|) against float64 over the samples, the
+    candidate's against the set's float64 answer): see PRECISION_FACTOR. ``runs``: the set's float32 outputs with
+    the random generators elsewhere, its float64 outputs, then pairs of (float32, float64) outputs on nudged inputs
+    (worker_variation._precision_runs); ``ref_runs``: output_diff of the reference's two float32 runs of the set."""
+    other, exact = runs[0], runs[1]
+    samples = [output_diff(ref, exact)] + [output_diff(runs[j], runs[j + 1]) for j in range(2, len(runs) - 1, 2)]
+    r = (max(x[0] for x in samples), max(x[1] for x in samples))
+    c = output_diff(cand, exact)
+    if any(len(o) != len(ref) or any(isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+                                     and x.shape != y.shape for x, y in zip(o, ref)) for o in runs):
+        return False, r, c
+    floats = [x.dtype for x in ref if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    bound = min((TOLERANCES.get(d, TOLERANCES[torch.float32])[2] for d in floats), default=0.0)
+    if ref_runs[0] > bound or output_diff(other, ref)[0] > bound or min(output_diff(cand, ref)[0], c[0]) > \
+            PRECISION_MAX_REL:
+        return False, r, c
+    return within_variation(ref, cand, r, c, math.inf, PRECISION_FACTOR), r, c
+
+
+def within_variation(ref: list, cand: list, ref_diff: tuple[float, float], cand_diff: tuple[float, float],
+                     cap_factor: float = VARIATION_CAP, factor: float = VARIATION_FACTOR) -> bool:
     """True when ``cand`` is as close to ``ref`` (``cand_diff``: output_diff(cand, ref)) as the reference's two
-    runs are to each other (``ref_diff``: output_diff of the runs; see VARIATION_FACTOR); non-floating outputs must
-    pass ``compare`` as they are."""
+    runs are to each other (``ref_diff``: output_diff of the runs) within ``factor`` (VARIATION_FACTOR), the norm
+    never past ``cap_factor`` x the dtype's bound; non-floating outputs must pass ``compare`` as they are."""
     floats = [i for i, r in enumerate(ref) if isinstance(r, torch.Tensor) and r.is_floating_point()]
     rest = [i for i in range(len(ref)) if i not in floats]
     if len(ref) != len(cand) or compare([ref[i] for i in rest], [cand[i] for i in rest], 0, 0):
@@ -161,8 +209,8 @@ def within_variation(ref: list, cand: list, ref_diff: tuple[float, float], cand_
     if not floats:
         return False
     (v_rel, v_max), (c_rel, c_max) = ref_diff, cand_diff
-    cap = VARIATION_CAP * min(TOLERANCES.get(ref[i].dtype, TOLERANCES[torch.float32])[2] for i in floats)
-    return v_rel > 0 and c_rel <= VARIATION_FACTOR * v_rel and c_max <= VARIATION_FACTOR * v_max and c_rel <= cap
+    cap = cap_factor * min(TOLERANCES.get(ref[i].dtype, TOLERANCES[torch.float32])[2] for i in floats)
+    return v_rel > 0 and c_rel <= factor * v_rel and c_max <= factor * v_max and c_rel <= cap
 
 
 @contextlib.contextmanager

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from kernelrl.evaluation.calibrate import output_bytes, run_timeout
-from kernelrl.evaluation.compare import compare, one_cpu_thread, output_diff, split_sets, within_variation
+from kernelrl.evaluation.compare import (compare, one_cpu_thread, output_diff, split_sets, within_precision,
+                                         within_variation)
 from kernelrl.evaluation.ipc import MAX_PAYLOAD
 from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError
 from kernelrl.evaluation.static import uses_jit
@@ -138,8 +139,7 @@ def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: 
             if bad:
                 note, within = reference_variation(s, result, {"seed": int(drawn[0][i]), "variant": str(drawn[1][i])},
                                                    r, cc) if bad[0] == "wrong-output" else ("", False)
-                if within:  # as close as the reference to itself (compare.within_variation): this set passes
-                    result.flag("within-reference-variation")
+                if within:  # as close as the reference to itself or to the exact answer: this set passes
                     continue
                 raise CandidateFailed(bad[0], f"correctness trial {done + i + 1}: {bad[1]}{note}")
     return True
@@ -147,28 +147,40 @@ def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: 
 
 def reference_variation(s: Session, result: EvalResult, which: dict, ref: list, cand: list) -> tuple[str, bool]:
     """After a wrong output: the reference runs the same input set (``which``: a correctness set's seed and variant,
-    or a timing block's ``stage``) twice more, its state restored before each run (worker_variation.cmd_rerun),
-    and the two runs' difference is reported with the candidate's
-    (``timing.reference_variation``; a sentence for the error). Returns the sentence and whether the candidate is
-    within the reference's own variation (compare.within_variation: then the set passes). ("", False) when the
-    reference cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: the wrong output stands)."""
+    or a timing block's ``stage``) twice more, its state restored before each run, and measures its own precision
+    there in float64 (worker_variation.cmd_rerun). Reported (``timing.reference_variation``; a sentence for the
+    error): the two runs' difference and the candidate's from the reference; the reference's float32 error (the
+    largest of its samples) and the candidate's, each against float64. Returns the sentence and whether the set
+    passes: the candidate within the reference's own variation (compare.within_variation) or precision
+    (compare.within_precision), flagged within-reference-variation or -precision. ("", False) when the reference
+    cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: the wrong output stands)."""
     try:
-        h, outs = s._req(s.ref, {"cmd": "rerun", "runs": 2, **which}, timeout=s._left(60), harness=True)
+        h, outs = s._req(s.ref, {"cmd": "rerun", "runs": 2, "f64": True, **which}, timeout=s._left(60), harness=True)
         runs = split_sets(h["structure"], outs) if h.get("restored") else []
     except (CandidateFailed, EvaluatorError, KeyError, TypeError, ValueError):
         return "", False
-    if len(runs) != 2:
+    if len(runs) < 2:
         return "", False
     with one_cpu_thread():
         v, c = output_diff(runs[1], runs[0]), output_diff(cand, ref)
         within = within_variation(ref, cand, v, c)
+        precise, r64, c64 = within_precision(ref, cand, runs[2:], v) if len(runs) > 4 else (False, None, None)
     (v_rel, v_max), (c_rel, c_max) = v, c
     # the numbers of the last such set; sets_passed counts every set (correctness or audit) passed this way
-    passed = (result.timing.get("reference_variation") or {}).get("sets_passed", 0) + within
-    result.timing["reference_variation"] = {"ref_rel_norm": v_rel, "ref_max_abs": v_max, "cand_rel_norm": c_rel,
-                                            "cand_max_abs": c_max, "within": within, "sets_passed": passed}
-    return (f"; the reference against itself on these inputs (two runs, same state): relative error norm "
-            f"{v_rel:.3g}, max |diff| {v_max:.3g}; the candidate: {c_rel:.3g}, {c_max:.3g}"), within
+    passed = (result.timing.get("reference_variation") or {}).get("sets_passed", 0) + (within or precise)
+    result.timing["reference_variation"] = {
+        "ref_rel_norm": v_rel, "ref_max_abs": v_max, "cand_rel_norm": c_rel, "cand_max_abs": c_max, "within": within,
+        "ref_f64_rel_norm": r64 and r64[0], "ref_f64_max_abs": r64 and r64[1], "cand_f64_rel_norm": c64 and c64[0],
+        "cand_f64_max_abs": c64 and c64[1], "within_precision": precise, "f64_error": h.get("f64_error"),
+        "sets_passed": passed}
+    if within or precise:  # this set passes: the flag says on which ground
+        result.flag("within-reference-variation" if within else "within-reference-precision")
+    note = (f"; the reference against itself on these inputs (two runs, same state): relative error norm "
+            f"{v_rel:.3g}, max |diff| {v_max:.3g}; the candidate: {c_rel:.3g}, {c_max:.3g}")
+    if r64:
+        note += (f"; against the reference in float64: the reference (largest of its samples) {r64[0]:.3g}, "
+                 f"{r64[1]:.3g}; the candidate {c64[0]:.3g}, {c64[1]:.3g}")
+    return note, within or precise
 
 
 def _after(result: EvalResult, hc: dict, ref_outputs_seen: list, ref_prints: list) -> None:

@@ -25,6 +25,10 @@ FLAGS: dict[str, str] = {
     "within-reference-variation": "a correctness set's outputs failed the tolerance but were as close to the "
     "reference as two runs of the reference itself on that set (compare.within_variation; "
     "timing.reference_variation); the set passed; information",
+    "within-reference-precision": "a correctness set's (or audited call's) outputs failed the tolerance but were as "
+    "close to the reference's answer in float64 as float32 gets on that problem (8x the reference's own float32 error "
+    "over 4 samples, and within half a norm of the float64 answer or the reference's: compare.within_precision; "
+    "timing.reference_variation); a near-cancelling reduction; the set passed; information",
     "timing-mismatch": "outputs produced during timing rounds differ from the reference on the same inputs "
     "(stale or cached results, state drift after the checked calls)",
     # timing integrity
