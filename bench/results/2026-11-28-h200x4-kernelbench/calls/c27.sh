@@ -1,4 +1,4 @@
-# Call 27 (next session, one nvidia-h200, <= 580 s), written, not run: version 16 on a GPU (3e165a0: correctness
+# Call 27 (one nvidia-h200, <= 580 s; ran 2026-12-01 as written, c27-next.sh until then): version 16 on a GPU (3e165a0: correctness
 # passes a non-tensor input as get_inputs returns it), then the compile baselines. Prepare as c9.sh's header says
 # (bench/gpu_site.sh; py-spy to .whl/py-spy; kb link; setup.sh.txt, todo.py.txt, lane1.sh into .calls/), copy
 # compile-l1-v15/rows.json.gz into .calls/done/, and this file to .calls/c27.sh; carry [".whl", ".calls", "kb/level1"].
