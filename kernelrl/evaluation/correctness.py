@@ -147,31 +147,36 @@ def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: 
 
 def reference_variation(s: Session, result: EvalResult, which: dict, ref: list, cand: list) -> tuple[str, bool]:
     """After a wrong output: the reference runs the same input set (``which``: a correctness set's seed and variant,
-    or a timing block's ``stage``) twice more, its state restored before each run, and measures its own precision
-    there in float64 (worker_variation.cmd_rerun). Reported (``timing.reference_variation``; a sentence for the
+    or a timing block's ``stage``) twice more, its state restored before each run, and when the candidate is not
+    within that variation, measures its own precision there in float64 (worker_variation.cmd_rerun; outputs up to
+    PRECISION_MAX_OUT_BYTES). Reported (``timing.reference_variation``; a sentence for the
     error): the two runs' difference and the candidate's from the reference; the reference's float32 error (the
     largest of its samples) and the candidate's, each against float64. Returns the sentence and whether the set
     passes: the candidate within the reference's own variation (compare.within_variation) or precision
     (compare.within_precision), flagged within-reference-variation or -precision. ("", False) when the reference
     cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: the wrong output stands)."""
-    try:
-        h, outs = s._req(s.ref, {"cmd": "rerun", "runs": 2, "f64": True, **which}, timeout=s._left(60), harness=True)
-        runs = split_sets(h["structure"], outs) if h.get("restored") else []
-    except (CandidateFailed, EvaluatorError, KeyError, TypeError, ValueError):
-        return "", False
-    if len(runs) < 2:
+    runs = _rerun(s, {"runs": 2, **which})
+    if len(runs) != 2:
         return "", False
     with one_cpu_thread():
         v, c = output_diff(runs[1], runs[0]), output_diff(cand, ref)
         within = within_variation(ref, cand, v, c)
-        precise, r64, c64 = within_precision(ref, cand, runs[2:], v) if len(runs) > 4 else (False, None, None)
+    precise, r64, c64, f64_error = False, None, None, None
+    if not within and sum(t.numel() * t.element_size() for t in ref if isinstance(t, torch.Tensor)) \
+            <= PRECISION_MAX_OUT_BYTES:
+        why: dict = {}
+        runs64 = _rerun(s, {"runs": 0, "f64": True, **which}, why)
+        f64_error = why.get("f64_error")
+        if len(runs64) > 2:
+            with one_cpu_thread():
+                precise, r64, c64 = within_precision(ref, cand, runs64, v)
     (v_rel, v_max), (c_rel, c_max) = v, c
     # the numbers of the last such set; sets_passed counts every set (correctness or audit) passed this way
     passed = (result.timing.get("reference_variation") or {}).get("sets_passed", 0) + (within or precise)
     result.timing["reference_variation"] = {
         "ref_rel_norm": v_rel, "ref_max_abs": v_max, "cand_rel_norm": c_rel, "cand_max_abs": c_max, "within": within,
         "ref_f64_rel_norm": r64 and r64[0], "ref_f64_max_abs": r64 and r64[1], "cand_f64_rel_norm": c64 and c64[0],
-        "cand_f64_max_abs": c64 and c64[1], "within_precision": precise, "f64_error": h.get("f64_error"),
+        "cand_f64_max_abs": c64 and c64[1], "within_precision": precise, "f64_error": f64_error,
         "sets_passed": passed}
     if within or precise:  # this set passes: the flag says on which ground
         result.flag("within-reference-variation" if within else "within-reference-precision")
@@ -181,6 +186,23 @@ def reference_variation(s: Session, result: EvalResult, which: dict, ref: list, 
         note += (f"; against the reference in float64: the reference (largest of its samples) {r64[0]:.3g}, "
                  f"{r64[1]:.3g}; the candidate {c64[0]:.3g}, {c64[1]:.3g}")
     return note, within or precise
+
+
+# The precision runs (a float64 copy, 7 more outputs of the set, float64 ones twice the bytes) only for outputs up to
+# this size a set: on the host path they cross the pipes, ~13x a set's bytes in all.
+PRECISION_MAX_OUT_BYTES = 256 * 1024 * 1024
+
+
+def _rerun(s: Session, req: dict, why: dict | None = None) -> list:
+    """The reference's ``rerun`` reply as a list of output sets; [] when it cannot say. ``why`` gets the reply's
+    f64_error."""
+    try:
+        h, outs = s._req(s.ref, {"cmd": "rerun", **req}, timeout=s._left(60), harness=True)
+        if why is not None and h.get("f64_error"):
+            why["f64_error"] = h["f64_error"]
+        return split_sets(h["structure"], outs) if h.get("restored") else []
+    except (CandidateFailed, EvaluatorError, KeyError, TypeError, ValueError):
+        return []
 
 
 def _after(result: EvalResult, hc: dict, ref_outputs_seen: list, ref_prints: list) -> None:

@@ -62,12 +62,12 @@ def cmd_rerun(h, _tensors):
             del inputs
         _restore(own, state, rng, dev)
         reply = {"ok": True, "restored": True, "structure": structure}
-        if h.get("f64"):  # 2 * PRECISION_SAMPLES - 1 more sets of outputs, or f64_error saying why there are none
-            n = len(outs)
+        if h.get("f64"):  # 2 * PRECISION_SAMPLES more sets of outputs, or f64_error saying why there are none
+            n, m = len(outs), len(structure)
             err = _precision_runs(model, h, dev, outs, structure, (own, state, rng))
             if err:
                 reply["f64_error"] = err
-                del outs[n:], structure[2:]
+                del outs[n:], structure[m:]
             _restore(own, state, rng, dev)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
