@@ -4,7 +4,8 @@
 # lane1.sh into .calls/), copy compile-l1-v16/rows.json.gz into .calls/done/, and this file to .calls/c30.sh;
 # carry [".whl", ".calls", "kb/level1", "kb/level2"].
 # Run: bash .calls/c30.sh 2>&1 | tee $OUT/c30.log
-#   1. the CUDA red team in full with the held clock (~165 s): tf32_precision and cudnn_flags still fail on a GPU
+#   1. version 17's GPU test (the precision runs on CUDA: an honest KL reordering passes, a sloppy one fails), then
+#      the CUDA red team in full with the held clock (~165 s): tf32_precision and cudnn_flags still fail on a GPU
 #      now that a wrong output is also judged against float64;
 #   2. KernelBench L1 98_KLDivLoss in both compile modes at version 17 (version 16: wrong-output, 2.5e-3 from a
 #      deterministic reference on a "small" draw), and 40_LayerNorm's default mode once more;
@@ -12,6 +13,8 @@
 CALL=c30 DEADLINE=${DEADLINE:-575}
 source .calls/setup.sh
 mkdir -p /tmp/c30
+timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_reference_variation.py > /tmp/c30/gputests.log 2>&1
+echo "gpu tests rc $? at $((SECONDS - T0)) s"; tail -3 /tmp/c30/gputests.log
 KERNELRL_REDTEAM_CLOCK=held timeout 280 python3 -m pytest -q -s -m gpu -p no:cacheprovider \
     tests/redteam/test_redteam_cuda.py > /tmp/c30/redteam_cuda.log 2>&1
 echo "redteam rc $? at $((SECONDS - T0)) s"; grep -E "passed|failed|FAILED|Error|tf32|cudnn" /tmp/c30/redteam_cuda.log | cut -c1-300 | tail -12
