@@ -143,10 +143,6 @@ def test_a_sloppy_reduction_of_the_same_sum_still_fails_against_the_float64_answ
     v = r.timing.get("reference_variation") or {}
     assert "wrong-output" in r.flags and not r.correct and v.get("within_precision") is False, r.to_dict()
     assert "against the reference in float64: the reference" in r.error, r.error
-    # and in half precision: worse still
-    r = evaluate(KL_TASK, _kl_cand("torch.nn.functional.kl_div(torch.log(p.half()).float(), t, "
-                                   "reduction='batchmean')"), CFG)
-    assert "wrong-output" in r.flags and (r.timing.get("reference_variation") or {}).get("within_precision") is False
 
 
 def test_a_small_error_on_a_well_conditioned_task_is_not_excused_by_the_float64_run():
