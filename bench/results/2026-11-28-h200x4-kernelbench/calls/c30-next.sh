@@ -22,9 +22,11 @@ tar -C /tmp -czf "$OUT/c30-tests.tgz" c30
 kblane 0 l1t98c30 1 98_KLDivLoss,40_LayerNorm baseline:compile baseline:compile-reduce-overhead
 grep "\[" /tmp/kb/l1t98c30.log | grep -v "kernels scored" | cut -c1-600
 gzip -c /tmp/kb/l1t98c30/report/report.json > "$OUT/l1t98c30-report.json.gz"
-python3 - <<'PY' 2>&1 | tail -8
+python3 - <<'PY' 2>&1 | tail -12
 import json
-for row in json.load(open("/tmp/kb/l1t98c30/report/report.json")).get("sources", [{}])[0].get("rows", []):
-    print(row.get("task"), row.get("speedup"), row.get("flags"), json.dumps((row.get("timing") or {}).get("reference_variation"))[:400])
+for src in json.load(open("/tmp/kb/l1t98c30/report/report.json")).get("sources", []):
+    for row in src.get("rows", []):
+        rv = (row.get("timing") or {}).get("reference_variation")
+        print(src.get("label"), row.get("task"), row.get("speedup"), row.get("flags"), json.dumps(rv)[:400])
 PY
 CALL=c30 LVL=2 DEADLINE=$(( DEADLINE - (SECONDS - T0) )) bash .calls/lane1.sh
