@@ -9,16 +9,17 @@ said whether the reference itself varies that much (bench/results/2026-11-28-h20
 start from the same model state (parameters and buffers restored: a training-mode BatchNorm updates its running
 statistics on every call, and a state that moved between the runs would read as variation).
 
-With ``f64`` the reference also measures its own precision on the set (evaluator version 17,
-compare.within_precision): it runs the set in float64 (a copy of the model, the inputs upcast exactly), then
-PRECISION_SAMPLES - 1 more times with the floating inputs moved by about one unit in the last place, each time in
-float32 and in float64: every pair is one sample of the float32 answer's error on this problem. Why: a deterministic
-reference has no run-to-run variation, yet on near-cancelling reductions its float32 answer is itself far from the
-exact one: KernelBench L1 98_KLDivLoss on the evaluator's "small" inputs (near-uniform distributions) is ~3e-3 off
-its float64 answer, and torch.compile's honest reordering of the sum was 2.5e-3 from the reference, past float32's
-1e-4 bound (H200, bench/results/2026-11-28-h200x4-kernelbench, c29). One sample is not enough: rounding errors are
-random, and on CPU at 256 x 16384 the reference's error ranged 7e-4 to 1.2e-2 over six draws, an honest
-reordering's 8e-4 to 4e-3, so their ratio on one set often exceeds any small factor."""
+With ``f64`` the reference measures its own precision on the set instead (evaluator version 17,
+compare.within_precision): once in float32 with its random generators moved (a forward that draws answers
+otherwise), once through a float64 copy of the model (the inputs upcast exactly), then PRECISION_SAMPLES - 1 times
+with the floating inputs moved by an ulp, in float32 and in float64 each: every (float32, float64) pair is one sample
+of the float32 answer's error on this problem. Why: a deterministic reference has no run-to-run variation, yet on a
+near-cancelling reduction its float32 answer is itself far from the exact one: KernelBench L1 98_KLDivLoss on the
+evaluator's "small" inputs (near-uniform distributions) is 13%-140% off its float64 answer (CPU, full size, three
+draws), and torch.compile's honest reordering of the sum failed at 2.5e-3 from the reference, past float32's 1e-4
+bound (H200, bench/results/2026-11-28-h200x4-kernelbench, c29). One sample is not enough: rounding errors are random;
+at 256 x 16384 the reference's error ranged 7e-4 to 1.2e-2 over six draws and an honest reordering's 8e-4 to 4e-3,
+so their ratio on one set often exceeds any small factor."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def cmd_rerun(h, _tensors):
             del inputs
         _restore(own, state, rng, dev)
         reply = {"ok": True, "restored": True, "structure": structure}
-        if h.get("f64"):  # 2 * PRECISION_SAMPLES more sets of outputs, or f64_error saying why there are none
+        if h.get("f64"):  # 2 * PRECISION_SAMPLES more sets of outputs (_precision_runs), or f64_error saying why not
             n, m = len(outs), len(structure)
             err = _precision_runs(model, h, dev, outs, structure, (own, state, rng))
             if err:
@@ -81,11 +82,11 @@ PRECISION_SAMPLES = 4
 
 
 def _precision_runs(model, h: dict, dev: torch.device, outs: list, structure: list, saved: tuple) -> str:
-    """The set in float32 with the random generators moved, through a float64 copy of the model, then
-    PRECISION_SAMPLES - 1 perturbed copies of it through the model in float32 and the copy in float64, each run from
-    the saved state (and but the first, generators); outputs appended to
-    ``outs`` and counted in ``structure``. "" when done, else why not (the caller then has no precision to judge
-    by). The copy is dropped before returning."""
+    """The set in float32 with the random generators moved, then through a float64 copy of the model, then
+    PRECISION_SAMPLES - 1 nudged copies of it through the model in float32 and the copy in float64; every run from the
+    saved state, and all but the first from the saved generators. Outputs appended to ``outs`` and counted in
+    ``structure``. "" when done, else why not (the caller then has no precision to judge by). The copy is dropped
+    before returning."""
     own, state, rng = saved
     m64 = inputs = None
     try:
