@@ -162,14 +162,13 @@ def reference_variation(s: Session, result: EvalResult, which: dict, ref: list, 
         v, c = output_diff(runs[1], runs[0]), output_diff(cand, ref)
         within = within_variation(ref, cand, v, c)
     precise, r64, c64, f64_error = False, None, None, None
-    if not within and sum(t.numel() * t.element_size() for t in ref if isinstance(t, torch.Tensor)) \
-            <= PRECISION_MAX_OUT_BYTES:
+    if not within and s.out_bytes <= PRECISION_MAX_OUT_BYTES:
         why: dict = {}
         runs64 = _rerun(s, {"runs": 0, "f64": True, **which}, why)
         f64_error = why.get("f64_error")
         if len(runs64) > 2:
             with one_cpu_thread():
-                precise, r64, c64 = within_precision(ref, cand, runs64, v)
+                precise, r64, c64 = within_precision(ref, cand, runs64, v, c)
     (v_rel, v_max), (c_rel, c_max) = v, c
     # the numbers of the last such set; sets_passed counts every set (correctness or audit) passed this way
     passed = (result.timing.get("reference_variation") or {}).get("sets_passed", 0) + (within or precise)

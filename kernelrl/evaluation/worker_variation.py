@@ -57,9 +57,7 @@ def cmd_rerun(h, _tensors):
             _restore(own, state, rng, dev)
             inputs = _staged_set(h["stage"], dev) if "stage" in h else \
                 draw_inputs(inputs_module(), int(h["seed"]), str(h["variant"]), dev)
-            res = flatten_outputs(model(*inputs))
-            structure.append(len(res))
-            outs.extend(t.detach().clone() for t in res)
+            _keep(model(*inputs), outs, structure)
             del inputs
         _restore(own, state, rng, dev)
         reply = {"ok": True, "restored": True, "structure": structure}
@@ -100,9 +98,7 @@ def _precision_runs(model, h: dict, dev: torch.device, outs: list, structure: li
         # otherwise, and its float64 run's other draws would read as imprecision (compare.within_precision)
         _restore(own, state, rng, dev)
         torch.manual_seed(seed)
-        res = flatten_outputs(model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]))
-        structure.append(len(res))
-        outs.extend(t.detach().clone() for t in res)
+        _keep(model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]), outs, structure)
         g = torch.Generator(device=dev).manual_seed(seed)
         for k in range(PRECISION_SAMPLES):
             xs = inputs if k == 0 else [_nudge(x, g) for x in inputs]
@@ -113,9 +109,7 @@ def _precision_runs(model, h: dict, dev: torch.device, outs: list, structure: li
                 # fresh copies each run: a forward that writes into its inputs must not change the next run's
                 args = [(x.double() if cast and x.is_floating_point() else x.clone())
                         if isinstance(x, torch.Tensor) else x for x in xs]
-                res = flatten_outputs(m(*args))
-                structure.append(len(res))
-                outs.extend(t.detach().clone() for t in res)
+                _keep(m(*args), outs, structure)
         return ""
     except Exception as e:  # noqa: BLE001 - any failure (an op without float64, memory) only means no answer
         return f"{type(e).__name__}: {e}"[:300] or "failed"
@@ -123,6 +117,13 @@ def _precision_runs(model, h: dict, dev: torch.device, outs: list, structure: li
         m64 = inputs = None  # noqa: F841 - freed before the evaluation goes on
         if dev.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def _keep(out, outs: list, structure: list) -> None:
+    """One run's outputs appended to the reply (copies: the next run may reuse the model's buffers)."""
+    res = flatten_outputs(out)
+    structure.append(len(res))
+    outs.extend(t.detach().clone() for t in res)
 
 
 def _nudge(x, g: torch.Generator):
