@@ -57,4 +57,10 @@ __version__ = "0.1.0"
 # in float64, within 8x the largest of four samples of the reference's float32 error, within half a norm of either
 # answer; flag within-reference-precision); it failed before (KernelBench L1 98_KLDivLoss, torch.compile's
 # reordered sum, on the H200). Candidates that passed before score as in 16.
-EVALUATOR_VERSION = "kernelrl-eval-17"
+# Version 18: workers start with inductor's compile threads set to one (sandbox.scrubbed_env), so a torch.compile
+# candidate compiles in its own process (a pool of compile workers was frozen with it and killed as leftover
+# processes; a large compile is slower alone, against compile_timeout_s), and a worker for a source that names
+# torch.compile imports dynamo and inductor while it waits (static.preimports_compiler: not for a source that sets
+# process variables, which these modules read when imported). The reference baselines set the same thread count
+# themselves before: their scores are as in 17; timing is as in 17.
+EVALUATOR_VERSION = "kernelrl-eval-18"

@@ -534,6 +534,7 @@ def test_scrubbed_env_drops_secrets(monkeypatch, tmp_path):
     assert env["HOME"] == str(tmp_path) and env["OMP_NUM_THREADS"] == "1"
     assert "s3cr3t" not in json.dumps(env) and "pw@" not in json.dumps(env)
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "inductor") and env["LOGNAME"]
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"  # torch.compile compiles in the worker (version 18)
 
 
 def test_a_candidate_under_a_fresh_uid_can_ask_who_it_is():
@@ -1056,6 +1057,7 @@ def test_a_first_call_that_compiles_gets_the_compile_allowance_and_is_reported_a
     compiled = evaluate(task, baseline_source(task, "baseline:compile"), FAST)
     assert compiled.executable and compiled.correct, (compiled.flags, compiled.error)
     assert compiled.timing["first_call_s"] > 0 and "leftover-processes" not in compiled.flags
+    assert compiled.sandbox["compiler_preimport_s"] > 0  # its worker imported dynamo and inductor in its warm-up
 
 
 def test_each_worker_draws_the_same_correctness_sets_from_a_seed_and_variant():

@@ -88,3 +88,59 @@ def test_a_prestarted_worker_that_fails_to_start_ends_the_wait_at_once(monkeypat
     assert time.monotonic() - t0 < 5
     assert pool._todo.empty() and not pool._starting.get(pool._key("ref", kw))
     assert pool.take("cand", kw, wait_s=60) is None  # nothing starting for that key: no wait at all
+
+
+# -- a torch.compile candidate's worker imports the compiler while it waits (static.preimports_compiler) ----------
+# Names torch.compile (never calls it: no compile on this host's 2 cores) and checks, when built, what its worker
+# imported and the compile threads inductor decided when its config was imported.
+_NAMES_COMPILE = ("import sys\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                  "    def __init__(self):\n        super().__init__()\n"
+                  "        self.f = torch.compile  # named, not called\n"
+                  "        import torch._inductor.config as c\n"
+                  "        assert c.compile_threads == 1, c.compile_threads\n\n"
+                  "    def forward(self, x):\n        return torch.softmax(x, dim=1)\n")
+# Sets a variable inductor reads when its config is imported, and fails unless the setting took effect: its worker
+# must not have imported inductor before the source ran.
+_SETS_A_VARIABLE = ("import os\nos.environ['TORCHINDUCTOR_FX_GRAPH_CACHE'] = '0'\n" + _NAMES_COMPILE.replace(
+    "        assert c.compile_threads == 1, c.compile_threads\n",
+    "        assert c.compile_threads == 1 and c.fx_graph_cache is False, (c.compile_threads, c.fx_graph_cache)\n"))
+
+
+def test_preimports_compiler_is_for_sources_that_name_torch_compile_and_set_no_variable():
+    from kernelrl.evaluation.static import preimports_compiler
+    from kernelrl.reports.reference_baselines import baseline_source
+
+    task = get_task("builtin/L1/09_Swish")
+    assert preimports_compiler(baseline_source(task, "baseline:compile"))
+    assert preimports_compiler(baseline_source(task, "baseline:compile-reduce-overhead"))
+    assert not preimports_compiler(baseline_source(task, "baseline:self")) and not preimports_compiler(HONEST)
+    assert preimports_compiler(_NAMES_COMPILE) and not preimports_compiler(_SETS_A_VARIABLE)
+    assert not preimports_compiler("import torch\nf = torch.compile(g)\nos.putenv('X', '1')\n")
+    assert not preimports_compiler("import torch\n# TORCH_LOGS=+dynamo\nf = torch.compile(g)\n")
+    assert not preimports_compiler("@triton.jit\ndef k(x_ptr): pass\n")  # Triton alone: no dynamo to import
+
+
+def test_a_torch_compile_candidates_worker_imports_the_compiler_while_it_waits(monkeypatch):
+    """Fresh and spare: the worker of a source naming torch.compile imports dynamo and inductor in its warm-up
+    (sandbox.compiler_preimport_s), with inductor's compile threads at one from the worker's environment; a spare
+    for such a source is its own kind (the next evaluation takes it); a source that sets a variable inductor reads at
+    import gets a worker that imported nothing of it, so its setting takes effect."""
+    from kernelrl.evaluation import spares
+
+    pool = spares.Spares()
+    monkeypatch.setattr(session, "SPARES", pool)
+    monkeypatch.setattr(session, "SPARE_WORKERS", 1)  # spares on the CPU too (the CUDA default is 2)
+    cfg = EvalConfig(device="cpu", budget_s=0.2, correctness_trials=1)
+    task = get_task("builtin/L1/02_Softmax")
+    try:
+        first = evaluate(task, _NAMES_COMPILE, cfg)  # no spare yet: fresh workers; replacements start
+        assert first.correct, (first.flags, first.error)
+        assert first.sandbox["compiler_preimport_s"] > 0 and first.timing["spare_workers_used"] == 0
+        second = evaluate(task, _NAMES_COMPILE, cfg)  # a spare of its kind, started (or waited for) meanwhile
+        assert second.correct, (second.flags, second.error)
+        assert second.timing["spare_workers_used"] == 2 and second.sandbox["compiler_preimport_s"] > 0
+        plain = evaluate(task, _SETS_A_VARIABLE, cfg)
+        assert plain.correct, (plain.flags, plain.error)
+        assert plain.sandbox["compiler_preimport_s"] is None and plain.timing["spare_workers_used"] == 1  # the ref's
+    finally:
+        pool.close_all()

@@ -127,6 +127,10 @@ def scrubbed_env(home: Path, cache_dir: Path, threads: int) -> dict[str, str]:
         # getpass.getuser(), which then raised KeyError at `import torch._dynamo` (every torch.compile candidate
         # failed on the H200). The cache goes with the others; LOGNAME answers getuser() for any other caller.
         "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), "LOGNAME": "kernelrl-worker",
+        # torch.compile compiles in the candidate's own process: a pool of compile workers would be frozen with it
+        # and killed as leftover processes. Set at process start because inductor reads it once, when its config is
+        # first imported, which a spare worker does ahead of a torch.compile candidate (static.preimports_compiler).
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
         "PYTHONHASHSEED": "0", "MALLOC_ARENA_MAX": "2",
         # Keep large tensors in the heap instead of fresh mmaps: page-fault storms made identical CPU runs
         # differ 2-3x on these VMs.
@@ -358,6 +362,7 @@ class WorkerProcess:
         self.chan = Channel(c2p_r, p2c_w, side_fd=side)
         self.fds = (c2p_r, p2c_w, *([side] if side is not None else []))
         self.stopped = False
+        self.warmed: dict = {}  # the reply to its warm-up request, once it made one (spares.py, Session.start_ref)
         self.frozen_pids: set[int] = set()
         self.thawed_pids: set[int] = set()  # the processes thawed last (cpu_seconds)
         self.network_isolated = isolate_net and _netns_differs(self.proc.pid)

@@ -23,7 +23,8 @@ from kernelrl.evaluation.placement import PIN_CPU, keep_off_cores, pin_threads, 
 from kernelrl.evaluation.result import TASK_ERRORS, CandidateFailed, EvalResult, EvaluatorError, TaskBroken
 from kernelrl.evaluation.sandbox import WorkerProcess, scratch_dir
 from kernelrl.evaluation.session_held import HeldPhases, reply_seconds
-from kernelrl.evaluation.spares import PRESTART_WAIT_S, SPARES, worker_kwargs
+from kernelrl.evaluation.spares import PRESTART_WAIT_S, SPARES, with_compiler, worker_kwargs
+from kernelrl.evaluation.static import preimports_compiler
 from kernelrl.evaluation.worker_inputs import VARIANTS
 
 
@@ -49,6 +50,11 @@ SPARE_WORKERS = -1
 # start-up (433 evaluations per GPU-hour). 3 starts the three replacements at once.
 SPARE_STARTERS = 3
 
+# How long an evaluation waits for a spare of its kind that is still starting, when none is ready: it is further
+# along than a worker started now would be, so waiting never costs more than starting afresh (unless it is frozen
+# beside another evaluation's timing, hence a bound). A spare for a torch.compile candidate also imports dynamo and
+# inductor (~6-7 s on an H200 host, static.preimports_compiler), as long as a back-to-back compile evaluation.
+SPARE_WAIT_S = 30.0
 
 
 
@@ -167,11 +173,11 @@ class Session(HeldPhases):
         # workers this process started for its evaluation before it imported torch (spares.prestart: the cold
         # `kernelrl eval`) are waited for while they start: they are further along than a worker started now
         use_spares = n_spares > 0 or SPARES.prestarted
-        spare_wait = PRESTART_WAIT_S if SPARES.prestarted else 0.0
+        spare_wait = PRESTART_WAIT_S if SPARES.prestarted else SPARE_WAIT_S
         fresh_cand = False
         for role, source, cache in (("cand", self.cand_source, self.cand_cache), ("ref", self.task_source,
                                                                                   self.ref_cache)):
-            w = SPARES.take(role, common, wait_s=spare_wait) if use_spares else None
+            w = SPARES.take(role, with_compiler(common, source), wait_s=spare_wait) if use_spares else None
             wait = self._left(self.cfg.compile_timeout_s)  # for the source's compile cache (sandbox.lock_cache)
             try:
                 if w is not None:
@@ -192,7 +198,8 @@ class Session(HeldPhases):
         # 2026-11-28-h100x4-evaluator-v13b). No candidate code exists in it yet, and the reference's load is not
         # timed; it is idle (and frozen as before) by the time calibration starts.
         if fresh_cand:
-            self.cand.chan.send({"cmd": "warm", "device": self.device})
+            self.cand.chan.send({"cmd": "warm", "device": self.device,
+                                 "compiler": preimports_compiler(self.cand_source)})
         if uses_held_clock(self):
             kw = worker_kwargs(self.cfg, self.device, pinned=self.cpus is not None, holder=True)
             w = SPARES.take("holder", kw, wait_s=spare_wait) if use_spares else None
@@ -248,6 +255,7 @@ class Session(HeldPhases):
         if not h.get("ok"):
             raise CandidateFailed("crashed", f"the candidate's worker could not start: {h.get('error')}",
                                   executable=False)
+        self.cand.warmed = h
 
     def start_cand(self) -> dict:
         self.cand_code_ran = True

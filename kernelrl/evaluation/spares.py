@@ -3,10 +3,11 @@
 Starting a worker costs an interpreter, the torch import and, on a GPU, a device context: about 4 s on an H100
 host, more than the timing itself. An evaluation on a CUDA device takes a ready spare for each role (reference
 and candidate) when one is waiting and asks for a replacement, which starts in a background thread while the
-evaluation runs. A spare has run no task or candidate code (it only imported torch and made the device
-context); it is used by exactly one evaluation and closed with it, so nothing a candidate did can reach the
-next one. Spares are keyed by everything fixed at process start (role, device, threads, memory limit, pinned
-core, privilege drop); the compile cache and module file are given at take time (``WorkerProcess.assign``).
+evaluation runs. A spare has run no task or candidate code (it only imported torch, made the device context
+and, for a source that names torch.compile, imported dynamo and inductor: ``with_compiler``); it is used by
+exactly one evaluation and closed with it, so nothing a candidate did can reach the next one. Spares are keyed by
+everything fixed at process start (role, device, threads, memory limit, pinned core, privilege drop) and by what
+their warm-up imports; the compile cache and module file are given at take time (``WorkerProcess.assign``).
 
     from kernelrl.evaluation.spares import SPARES
     w = SPARES.take("cand", key_kwargs)      # a ready WorkerProcess or None; a replacement starts either way
@@ -28,6 +29,7 @@ import time
 from kernelrl.evaluation import sandbox
 from kernelrl.evaluation.placement import pins, spare_cores
 from kernelrl.evaluation.sandbox import WorkerProcess
+from kernelrl.evaluation.static import preimports_compiler
 
 
 STARTERS = 1  # threads that start spares side by side, at first: evaluations raise it (SPARE_STARTERS)
@@ -46,6 +48,13 @@ def worker_kwargs(cfg, device: str, pinned: bool, holder: bool = False) -> dict:
     return dict(device=device, mem_limit_mb=cfg.memory_limit_mb, threads=cfg.threads,
                 drop_privileges=sandbox.DROP_PRIVILEGES, cpus=(spare_cores() if pinned else None),
                 blocking_sync=sandbox.BLOCKING_SYNC and not holder)
+
+
+def with_compiler(kw: dict, source: str | None) -> dict:
+    """``kw`` for a worker that will run ``source``: a spare for it also imports torch.compile's modules while it
+    waits when the source names them (static.preimports_compiler; ``compiler`` is part of the spare's key and
+    reaches the worker with its warm-up, not its start)."""
+    return dict(kw, compiler=True) if source is not None and preimports_compiler(source) else kw
 
 
 def held_clock(cfg, device: str) -> bool:
@@ -75,7 +84,7 @@ class Spares:
     def _key(role: str, kw: dict) -> tuple:
         cpus = kw.get("cpus")
         return (role, kw["device"], kw.get("threads", 1), kw.get("mem_limit_mb"), kw.get("drop_privileges", True),
-                tuple(sorted(cpus)) if cpus else None, kw.get("blocking_sync", False))
+                tuple(sorted(cpus)) if cpus else None, kw.get("blocking_sync", False), kw.get("compiler", False))
 
     def take(self, role: str, kw: dict, wait_s: float = 0.0) -> WorkerProcess | None:
         """A ready spare for these settings (or None), and a replacement starting in the background (up to
@@ -151,14 +160,17 @@ class Spares:
 
     def _start(self, key: tuple, role: str, kw: dict) -> None:
         w = None
+        kw = dict(kw)
+        compiler = kw.pop("compiler", False)  # not a process setting: what its warm-up imports (worker_kwargs)
         try:
             with self._lock:
                 w = WorkerProcess(role, cache_dir=None, module_source=None, **kw)
                 self._starting_now.add(w)
                 if self._paused:
                     w.freeze()
-            h, _ = w.request({"cmd": "warm", "device": kw["device"]}, timeout=600)
+            h, _ = w.request({"cmd": "warm", "device": kw["device"], "compiler": compiler}, timeout=600)
             ok = bool(h.get("ok"))
+            w.warmed = h  # what its warm-up did (Session records whether torch.compile's modules were imported)
         except Exception:  # noqa: BLE001 - a spare that failed to start is simply not there
             ok = False
         with self._lock:
@@ -190,18 +202,19 @@ SPARES = Spares()
 atexit.register(SPARES.close_all)
 
 
-def prestart(cfg, device: str) -> None:
+def prestart(cfg, device: str, cand_source: str | None = None) -> None:
     """Start the workers of this process's one evaluation now (reference, candidate and, on the held clock, the
     holder), in the background, as spares: nothing of the task or candidate runs in them until the evaluation
     takes them (``Session.start_ref``, which waits for them while they start). None is replaced after it is
     taken (``per_key`` 0), so a re-verification starts fresh processes as before. Call it before importing torch
     (the cold ``kernelrl eval``): the parent's import then overlaps the workers' own. Workers whose settings turn out
-    not to match the evaluation's are closed at exit, unused."""
+    not to match the evaluation's are closed at exit, unused. ``cand_source``: the candidate's, whose worker then
+    imports torch.compile's modules while it waits if the source names them (static.preimports_compiler)."""
     pinned = pins(device)
     kw = worker_kwargs(cfg, device, pinned)
     SPARES.per_key = 0
     SPARES.prestarted = True
     SPARES.start("ref", kw)
-    SPARES.start("cand", kw)
+    SPARES.start("cand", with_compiler(kw, cand_source))
     if held_clock(cfg, device):
         SPARES.start("holder", worker_kwargs(cfg, device, pinned, holder=True))

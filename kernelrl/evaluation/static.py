@@ -51,3 +51,18 @@ def uses_jit(source: str) -> bool:
     """The source names a compiler that runs at the first call (torch.compile, Triton, TorchScript)."""
     return re.search(_JIT, source) is not None
 
+
+
+# torch.compile's stack (dynamo, inductor and the modules torch.compile() pulls in: ~6-7 s on an H200 host, 2.5 s
+# here) is imported by a spare worker while it waits (spares.py, worker_load.cmd_warm) when the source names it:
+# the import, not the compile, was ~45% of a torch.compile baseline's evaluation on the H200 (its "build" phase,
+# median 7.2 s of 16.2 s, KernelBench level 1). Not for a source that names an environment variable these modules
+# read when imported (TORCHINDUCTOR_*, TORCHDYNAMO_*, TORCH_COMPILE_*, TORCH_LOGS, ...) or that writes the
+# environment at all: its setting must reach them as it would in a worker that had not imported them yet.
+_COMPILER = r"torch\.compile\b|torch\._dynamo\b|torch\._inductor\b"
+_IMPORT_TIME_ENV = r"environ|putenv|TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS|TORCH_TRACE|TRITON_|PYTORCH_"
+
+
+def preimports_compiler(source: str) -> bool:
+    """A worker for this source may import torch.compile's modules before the source runs (see above)."""
+    return re.search(_COMPILER, source) is not None and re.search(_IMPORT_TIME_ENV, source) is None

@@ -33,15 +33,10 @@ from kernelrl.tasks.loader import Task
 _COMPILE = '''
 
 # --- kernelrl reference baseline: torch.compile(mode={mode!r}) of the reference (reports/reference_baselines.py)
-import os as _kr_os
-
+# It compiles in its own process: the evaluator's workers start with inductor's compile threads set to one
+# (sandbox.scrubbed_env). Not set here: a source that sets process variables keeps its worker from importing
+# torch.compile's modules ahead of it (static.preimports_compiler), ~45% of such an evaluation on the H200.
 import torch as _kr_torch
-
-# Compile in this process: a pool of compile workers would be reported as leftover processes. Set through the
-# environment, which inductor's config reads when torch.compile first imports it: importing the config here and
-# swallowing a failure hid the real error on the H200 (torch 2.11), where every compile then failed with inductor's
-# "Artifact of type=precompile already registered" from a second, partial import.
-_kr_os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
 
 
 class ModelNew(Model):
