@@ -122,7 +122,7 @@ def test_preimports_compiler_is_for_sources_that_name_torch_compile_and_set_no_v
 
 def test_a_torch_compile_candidates_worker_imports_the_compiler_while_it_waits(monkeypatch):
     """Fresh and spare: the worker of a source naming torch.compile imports dynamo and inductor in its warm-up
-    (sandbox.compiler_preimport_s), with inductor's compile threads at one from the worker's environment; a spare
+    (timing.compiler_preimport_s), with inductor's compile threads at one from the worker's environment; a spare
     for such a source is its own kind (the next evaluation takes it); a source that sets a variable inductor reads at
     import gets a worker that imported nothing of it, so its setting takes effect."""
     from kernelrl.evaluation import spares
@@ -135,12 +135,12 @@ def test_a_torch_compile_candidates_worker_imports_the_compiler_while_it_waits(m
     try:
         first = evaluate(task, _NAMES_COMPILE, cfg)  # no spare yet: fresh workers; replacements start
         assert first.correct, (first.flags, first.error)
-        assert first.sandbox["compiler_preimport_s"] > 0 and first.timing["spare_workers_used"] == 0
+        assert first.timing["compiler_preimport_s"] > 0 and first.timing["spare_workers_used"] == 0
         second = evaluate(task, _NAMES_COMPILE, cfg)  # a spare of its kind, started (or waited for) meanwhile
         assert second.correct, (second.flags, second.error)
-        assert second.timing["spare_workers_used"] == 2 and second.sandbox["compiler_preimport_s"] > 0
+        assert second.timing["spare_workers_used"] == 2 and second.timing["compiler_preimport_s"] > 0
         plain = evaluate(task, _SETS_A_VARIABLE, cfg)
         assert plain.correct, (plain.flags, plain.error)
-        assert plain.sandbox["compiler_preimport_s"] is None and plain.timing["spare_workers_used"] == 1  # the ref's
+        assert plain.timing["compiler_preimport_s"] is None and plain.timing["spare_workers_used"] == 1  # the ref's
     finally:
         pool.close_all()

@@ -1,5 +1,7 @@
-# Call 30 (next session, one nvidia-h200, <= 580 s), written, not run: version 17 on a GPU (a wrong output judged
-# against the reference's own float32 precision: compare.within_precision), then level 2's compile baselines.
+# Call 30 (next session, one nvidia-h200, <= 580 s), written, not run: versions 17 and 18 on a GPU (17: a wrong
+# output judged against the reference's own float32 precision, compare.within_precision; 18: a torch.compile
+# candidate's worker imports dynamo and inductor in its warm-up, static.preimports_compiler, so the lane's "build"
+# phase should fall from ~7.2 s to ~1 s and lane1.sh's last lines say so), then level 2's compile baselines.
 # Prepare as c9.sh's header says (bench/gpu_site.sh; py-spy to .whl/py-spy; kb link; setup.sh.txt, todo.py.txt,
 # lane1.sh into .calls/), copy compile-l1-v16/rows.json.gz into .calls/done/, and this file to .calls/c30.sh;
 # carry [".whl", ".calls", "kb/level1", "kb/level2"].
@@ -27,6 +29,8 @@ import json
 for src in json.load(open("/tmp/kb/l1t98c30/report/report.json")).get("sources", []):
     for row in src.get("rows", []):
         rv = (row.get("timing") or {}).get("reference_variation")
-        print(src.get("label"), row.get("task"), row.get("speedup"), row.get("flags"), json.dumps(rv)[:400])
+        print(src.get("label"), row.get("task"), row.get("speedup"), row.get("flags"), row.get("evaluator_version"),
+              "build", (row.get("timing") or {}).get("phases_s", {}).get("build"), "preimport",
+              (row.get("timing") or {}).get("compiler_preimport_s"), json.dumps(rv)[:400])
 PY
 CALL=c30 LVL=2 DEADLINE=$(( DEADLINE - (SECONDS - T0) )) bash .calls/lane1.sh

@@ -14,4 +14,18 @@ LANE=l${LVL}$CALL
 kblane 0 "$LANE" "$LVL" "$(python3 .calls/todo.py "$LVL" 1/1 "$LABELS" .calls/done/*.json .calls/done/*.json.gz)" $SRC
 grep -v "kernels scored" "/tmp/kb/$LANE.log" | grep "\[" | cut -c1-400 | tail -40
 gzip -c "/tmp/kb/$LANE/report/report.json" > "$OUT/$LANE-report.json.gz"; cp "/tmp/kb/$LANE.log" "$OUT/"
+# Where each evaluation's wall time went (version 18 imports torch.compile's modules in the worker's warm-up: the
+# build phase was a median 7.2 s of 16.2 s at version 16)
+python3 - "/tmp/kb/$LANE/report/report.json" <<'PY' 2>&1 | tail -4
+import json, statistics as st, sys
+for src in json.load(open(sys.argv[1])).get("sources", []):
+    rows = [r for r in src.get("rows", []) if r.get("timing")]
+    if rows:
+        ph = lambda k: st.median((r["timing"].get("phases_s") or {}).get(k, 0) for r in rows)
+        pre = [r["timing"].get("compiler_preimport_s") for r in rows]
+        print(src.get("label"), len(rows), "rows: median wall", st.median(r.get("wall_s") or 0 for r in rows),
+              "start", ph("start"), "build", ph("build"), "correctness", ph("correctness"), "spares",
+              st.median(r["timing"].get("spare_workers_used") or 0 for r in rows), "preimported",
+              sum(p is not None for p in pre), "of", len(pre))
+PY
 ls -la "$OUT"; echo "call $CALL ended at $((SECONDS - T0)) s"
