@@ -52,7 +52,7 @@ def eval_cmd(
         # This evaluation's workers start now, before this process imports torch, so the two imports overlap:
         # the cold command on an H200 spent ~4 s in its own torch import, then ~4.5 s waiting for its workers'
         # (bench/results/2026-11-29-h200-cold-eval).
-        prestart(cfg, device, cand_source=source)  # a torch.compile candidate's imports its compiler too
+        prestart(cfg, device, cand_source=source)  # a torch.compile candidate's worker imports it too
     from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
     from kernelrl.evaluation import session as eval_session
 
