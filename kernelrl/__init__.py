@@ -63,4 +63,8 @@ __version__ = "0.1.0"
 # torch.compile imports dynamo and inductor while it waits (static.preimports_compiler: not for a source that sets
 # process variables, which these modules read when imported). The reference baselines set the same thread count
 # themselves before: their scores are as in 17; timing is as in 17.
-EVALUATOR_VERSION = "kernelrl-eval-18"
+# Version 19: a correctness set whose outputs were compared on the device (64 MiB or more, CUDA) and found wrong is
+# run again with its outputs shipped, where the reference's own variation and precision (versions 14, 17) judge it;
+# before, it failed at once (KernelBench L2 3 under torch.compile on the H200, 1.35e-3 from the reference).
+# Candidates that passed before score as in 18.
+EVALUATOR_VERSION = "kernelrl-eval-19"

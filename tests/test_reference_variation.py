@@ -202,3 +202,59 @@ def test_on_a_gpu_an_honest_reordering_passes_within_precision_and_a_sloppy_one_
     r = evaluate(task, _kl_cand("((t * t.log()).sum() - (t * p.log()).sum()) / p.shape[0]"), cfg)
     v = r.timing.get("reference_variation") or {}
     assert "wrong-output" in r.flags and v.get("within_precision") is False, r.to_dict()
+
+
+def _device_compare_says_set_0_is_wrong(monkeypatch) -> list:
+    """Outputs of every size compared "on the device" (Session.on_device), whose first comparison reports its first
+    set wrong and the others pass; kept outputs stay on the CPU here. Returns the seeds of every draw_run call."""
+    from kernelrl.evaluation import session as session_mod
+
+    calls: list = []
+    real_draw_run = session_mod.Session.draw_run
+
+    def draw_run(self, worker, seeds, variants, timeout, ship=True, keep=False, prints=False):
+        if worker is self.ref:
+            calls.append((list(seeds), list(variants), keep))
+        return real_draw_run(self, worker, seeds, variants, timeout, ship=ship, keep=keep, prints=prints)
+
+    def compare_kept(self, hr, hc, timeout):
+        first = not any(c for c in calls[:-1] if c[2])
+        return "ok", ((0, "wrong-output", "output 0: relative error norm 0.002 > 0.0001") if first else None)
+
+    monkeypatch.setattr(session_mod.Session, "on_device", lambda self, out_bytes: self.share_ok)
+    monkeypatch.setattr(session_mod.Session, "draw_run", draw_run)
+    monkeypatch.setattr(session_mod.Session, "compare_kept", compare_kept)
+    return calls
+
+
+def test_a_wrong_output_found_on_the_device_is_judged_again_on_the_host(monkeypatch):
+    """Version 19: a set whose outputs were compared on the device (large outputs, CUDA) and found wrong is run again,
+    the same seed and variant, with its outputs shipped, where the reference's variation and precision can judge it
+    (before, it failed at once: KernelBench L2 3 under torch.compile on the H200). The honest KL reordering then
+    passes within the reference's precision; the sloppy one still fails, with the host's account of both."""
+    calls = _device_compare_says_set_0_is_wrong(monkeypatch)
+    r = evaluate(KL_TASK, _kl_cand("(t * (t.log() - p.log())).sum(1).mean()"), CFG)
+    assert r.correct and "wrong-output" not in r.flags, r.to_dict()
+    assert r.timing["device_compare_redone"] == 1, r.timing
+    kept = [c for c in calls if c[2]]
+    redo = calls[calls.index(kept[0]) + 1]
+    assert not redo[2] and redo[0] == kept[0][0] and redo[1] == kept[0][1], calls  # the same sets, shipped
+    calls.clear()
+    bad = evaluate(KL_TASK, _kl_cand("((t * t.log()).sum() - (t * p.log()).sum()) / p.shape[0]"), CFG)
+    assert "wrong-output" in bad.flags and not bad.correct, bad.to_dict()
+    assert "the reference against itself on these inputs" in bad.error, bad.error  # judged on the host
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_set_found_wrong_on_the_device_passes_within_precision_on_the_host(monkeypatch):
+    """Version 19 on CUDA: every output compared on the device (DEVICE_COMPARE_MIN_BYTES 0, as KernelBench's large
+    outputs are); the honest KL reordering's sets that the device comparison finds past the bound are run again
+    through the host and pass within the reference's precision."""
+    from kernelrl.evaluation import session as session_mod
+
+    monkeypatch.setattr(session_mod, "DEVICE_COMPARE_MIN_BYTES", 0)
+    cfg = EvalConfig(device="cuda", budget_s=0.3, correctness_trials=4, reverify=False, max_wall_s=120)
+    task = KL_TASK.replace("torch.rand(256, 16384)", "torch.rand(2048, 16384)")
+    r = evaluate(task, _kl_cand("(t * (t.log() - p.log())).sum(1).mean()"), cfg)
+    assert r.success and r.timing.get("device_compare") is True, r.to_dict()
+    assert r.timing.get("device_compare_redone", 0) >= 1 and "within-reference-precision" in r.flags, r.to_dict()
