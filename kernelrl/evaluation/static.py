@@ -52,7 +52,6 @@ def uses_jit(source: str) -> bool:
     return re.search(_JIT, source) is not None
 
 
-
 # torch.compile's stack (dynamo, inductor and the modules torch.compile() pulls in: ~6-7 s on an H200 host, 2.5 s
 # here) is imported by a spare worker while it waits (spares.py, worker_load.cmd_warm) when the source names it:
 # the import, not the compile, was ~45% of a torch.compile baseline's evaluation on the H200 (its "build" phase,
