@@ -148,11 +148,12 @@ VARIATION_CAP = 10.0
 # outputs against the reference's run in float64 on the same inputs, within PRECISION_FACTOR x the largest error of
 # the reference's own float32 answers against float64 over PRECISION_SAMPLES samples (the set, and the set with its
 # inputs moved by an ulp: worker_variation._precision_runs), in norm and in largest difference; and within
-# PRECISION_MAX_REL of the norm of the float64 answer or of the reference's. Only for a reference that reproduces
-# itself within the dtype's bound (its two runs): a noisy reference's float64 run carries its noise, and the gap
-# would measure the noise, not the precision (a reference adding 1e-3 of random noise passed its own copy without
-# this); and only for a forward that does not draw random numbers (its answer with the generators elsewhere within the
-# bound): a dropout's float64 run draws other masks, and the gap would allow half a norm.
+# PRECISION_MAX_REL of the norm of the float64 answer or of the reference's. For a reference that reproduces
+# itself within the dtype's bound (its two runs); one that varies more, up to VARIATION_CAP x it, at
+# NOISY_PRECISION_FACTOR (below): its float64 run can carry its noise, and the gap then measures the noise, not the
+# precision (a reference adding 1e-3 of random noise passed its own copy at 8x); and only for a forward that does not
+# draw random numbers (its answer with the generators elsewhere within the bound, or the reference's own variation):
+# a dropout's float64 run draws other masks, and the gap would allow half a norm.
 # Why: a deterministic reference has no run-to-run variation to allow for, yet on a near-cancelling reduction its
 # float32 answer is itself far from exact. KernelBench L1 98_KLDivLoss on the evaluator's "small" inputs
 # (near-uniform distributions): its float32 answer was 13%-140% off the float64 one over three draws (CPU, full size;
@@ -168,6 +169,17 @@ VARIATION_CAP = 10.0
 # evaluations) 1.3% from the float64 answer and 1.45 norms from the reference's.
 PRECISION_FACTOR = 8.0
 PRECISION_MAX_REL = 0.5
+# Version 20: a reference that varies run to run past the dtype's bound but within VARIATION_CAP x it is judged too,
+# tighter: the candidate no further from the float64 answer than NOISY_PRECISION_FACTOR x the reference's own
+# float32 answers are (their noise included), in norm and in largest difference. Why: KernelBench L2
+# 77_ConvTranspose3d_Scale_BatchNorm_GlobalAvgPool under torch.compile (both modes, H200, c34) failed at 6.4e-4
+# from the reference, 3.2x the reference's own run-to-run 2e-4 (past VARIATION_FACTOR), while it was 3.1e-4 from
+# the float64 answer and the reference itself 5.4e-4: more accurate than the reference, and failed. cuDNN's
+# non-deterministic float32 sums are the noise; the float64 run's own is at float64's rounding. Why 2, not 8: a noisy
+# reference's float64 run can carry its noise (a source no seed reaches), and the samples then measure noise, not
+# precision; at 2x, an error 5x the reference's noise beside it still fails
+# (tests/test_reference_variation.py), and at 1x an honest candidate exactly as noisy would fail one set in five.
+NOISY_PRECISION_FACTOR = 2.0
 
 
 def within_precision(ref: list, cand: list, runs: list[list], ref_runs: tuple[float, float],
@@ -186,9 +198,12 @@ def within_precision(ref: list, cand: list, runs: list[list], ref_runs: tuple[fl
         return False, r, c
     floats = [x.dtype for x in ref if isinstance(x, torch.Tensor) and x.is_floating_point()]
     bound = min((TOLERANCES.get(d, TOLERANCES[torch.float32])[2] for d in floats), default=0.0)
-    if ref_runs[0] > bound or output_diff(other, ref)[0] > bound or min(cand_ref[0], c[0]) > PRECISION_MAX_REL:
+    noisy = ref_runs[0] > bound  # NOISY_PRECISION_FACTOR; past the cap, the reference cannot judge anything
+    # the run with the generators elsewhere: a forward that draws (dropout) differs by far more than the noise
+    if (ref_runs[0] > VARIATION_CAP * bound or output_diff(other, ref)[0] > max(bound, VARIATION_FACTOR * ref_runs[0])
+            or min(cand_ref[0], c[0]) > PRECISION_MAX_REL):
         return False, r, c
-    return within_variation(ref, cand, r, c, math.inf, PRECISION_FACTOR), r, c
+    return within_variation(ref, cand, r, c, math.inf, NOISY_PRECISION_FACTOR if noisy else PRECISION_FACTOR), r, c
 
 
 def within_variation(ref: list, cand: list, ref_diff: tuple[float, float], cand_diff: tuple[float, float],

@@ -27,7 +27,8 @@ FLAGS: dict[str, str] = {
     "timing.reference_variation); the set passed; information",
     "within-reference-precision": "a correctness set's (or audited call's) outputs failed the tolerance but were as "
     "close to the reference's answer in float64 as float32 gets on that problem (8x the reference's own float32 error "
-    "over 4 samples, and within half a norm of the float64 answer or the reference's: compare.within_precision; "
+    "over 4 samples, 2x for a reference that varies run to run past the bound, and within half a norm of the float64 "
+    "answer or the reference's: compare.within_precision; "
     "timing.reference_variation); a near-cancelling reduction; the set passed; information",
     "timing-mismatch": "outputs produced during timing rounds differ from the reference on the same inputs "
     "(stale or cached results, state drift after the checked calls)",
