@@ -71,5 +71,8 @@ __version__ = "0.1.0"
 # within 10x it), at 2x the reference's own float32 error against float64 instead of 8x (compare.
 # NOISY_PRECISION_FACTOR); before, such a reference judged nothing by precision, and a candidate more accurate than it
 # failed (KernelBench L2 77 under torch.compile on the H200: 3.1e-4 from float64, the reference 5.4e-4, yet 3.2x the
-# reference's run-to-run 2e-4 from it). Candidates that passed before score as in 19.
+# reference's run-to-run 2e-4 from it). And a re-measurement (reverify) that succeeds but disagrees keeps the lower
+# of the two, flagged reverify-disagreed (information), where it scored 0 (reverify-mismatch, now only for a
+# re-measurement that failed): the verdict followed which of two per-build speeds came first (KernelBench L1
+# 40_LayerNorm under torch.compile: 0 once, 15.62 once). Other candidates score as in 19.
 EVALUATOR_VERSION = "kernelrl-eval-20"

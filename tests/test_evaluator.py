@@ -978,7 +978,8 @@ def test_reverify_rejects_a_drop_beyond_tolerance_and_keeps_the_lower_of_a_rise(
 def test_reverify_verdict_allows_for_the_intervals_and_the_reference_and_never_raises_a_score():
     """Issue 32: a drop beyond the tolerance is not a mismatch when the two measurements' own intervals overlap,
     or when the reference itself ran faster by enough to explain it; what is kept is the lower of the two either
-    way, and a mismatch says both numbers and that 0 was kept."""
+    way, a mismatch included (version 20: flagged reverify-disagreed, 0 before), and 0 when the re-measurement
+    failed."""
     from kernelrl.evaluation.stats import reverify_verdict
 
     # the CPU softmax case: first 3.80, re-measured 3.03 (-20%)
@@ -986,7 +987,8 @@ def test_reverify_verdict_allows_for_the_intervals_and_the_reference_and_never_r
     assert v.agree and v.rule == "intervals-overlap" and v.kept == 3.03
     assert "kept 3.03x (the re-measurement, the lower)" in v.why and "[3.8, 4.3]" in v.why
     v = reverify_verdict(3.80, 3.03, True, 0.10, first_interval=(3.80, 4.30), second_interval=(3.03, 3.40))
-    assert not v.agree and v.rule == "mismatch" and v.kept == 0.0 and v.why.endswith("kept 0")
+    assert not v.agree and v.rule == "mismatch" and v.kept == 3.03 and v.flag == "reverify-disagreed"
+    assert v.why.endswith("kept 3.03x (the re-measurement, the lower; flagged reverify-disagreed)"), v.why
     # the reference 25% faster the second time: a 20% drop is the machine's, not the candidate's
     v = reverify_verdict(3.80, 3.03, True, 0.10, first_interval=(3.80, 3.9), second_interval=(3.03, 3.1),
                          ref_ms=(2.0, 1.5))
@@ -994,10 +996,14 @@ def test_reverify_verdict_allows_for_the_intervals_and_the_reference_and_never_r
     v = reverify_verdict(3.80, 3.03, True, 0.10, first_interval=(3.80, 3.9), second_interval=(3.03, 3.1),
                          ref_ms=(2.0, 2.1))  # the reference steady (slower, even): the candidate dropped
     assert not v.agree and "the reference steady" in v.why
-    # a cached-first-run cheat: 20x then 1.1x, intervals far apart; and a re-measurement that failed
-    assert reverify_verdict(20.0, 1.1, True, 0.10, first_interval=(20, 21), second_interval=(1.1, 1.2)).kept == 0.0
+    # a cached-first-run cheat: 20x then 1.1x, intervals far apart: it keeps the fresh 1.1, never the 20; and a
+    # re-measurement that failed scores 0; the order of two honest draws no longer decides (L1 40_LayerNorm)
+    assert reverify_verdict(20.0, 1.1, True, 0.10, first_interval=(20, 21), second_interval=(1.1, 1.2)).kept == 1.1
     v = reverify_verdict(3.8, 3.8, False, 0.10, first_interval=(3.8, 4), second_interval=(3.8, 4))
-    assert not v.agree and v.rule == "failed"
+    assert not v.agree and v.rule == "failed" and v.kept == 0.0 and v.flag == "reverify-mismatch"
+    one = reverify_verdict(25.66, 18.33, True, 0.10, first_interval=(25.6, 25.7), second_interval=(18.3, 18.4))
+    other = reverify_verdict(18.33, 25.66, True, 0.10, first_interval=(18.3, 18.4), second_interval=(25.6, 25.7))
+    assert one.kept == other.kept == 18.33 and one.flag == "reverify-disagreed" and other.flag is None
     # a rise keeps the first; an agreeing verdict never keeps more than either measurement
     v = reverify_verdict(10.86, 12.63, True, 0.10)
     assert v.agree and v.rule == "tolerance" and v.kept == 10.86 and "kept 10.86x (the first, the lower)" in v.why

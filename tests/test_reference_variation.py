@@ -198,8 +198,8 @@ def test_the_precision_rule_on_a_set_where_float32_is_pure_rounding():
     assert ok(1.0 + 5e-7, runs=runs, ref=ref) and not ok(1.0 + 2e-6, runs=runs, ref=ref)
     # a reference 3e-4 off that varies 2e-4 run to run (past 1e-4, under the cap): 2x its error, not 8x
     ref = [torch.tensor(1.0 + 3e-4)]
-    runs = [[torch.tensor(1.0 + 1e-4)], exact] + [x for _ in range(3)
-                                                  for x in ([torch.tensor(1.0)], [torch.tensor(1.0, dtype=torch.float64)])]
+    nudged = ([torch.tensor(1.0)], [torch.tensor(1.0, dtype=torch.float64)])
+    runs = [[torch.tensor(1.0 + 1e-4)], exact] + [x for _ in range(3) for x in nudged]
     assert ok(1.0 + 5e-4, (2e-4, 2e-4), runs=runs, ref=ref) and ok(1.0, (2e-4, 2e-4), runs=runs, ref=ref)
     assert not ok(1.0 + 7e-4, (2e-4, 2e-4), runs=runs, ref=ref)
     assert not ok(1.0 + 5e-4, (2e-4, 2e-4), runs=[[torch.tensor(1.0 + 1e-3)]] + runs[1:], ref=ref)  # it draws

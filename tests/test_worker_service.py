@@ -172,8 +172,8 @@ def run_workers(*workers: Worker) -> None:
 
 def test_reverify_goes_to_the_other_worker_and_must_agree(store):
     """A speedup above reverify_above is re-measured by a different worker: 5.0 vs 5.1 agree (kept: the lower),
-    5.0 vs 2.5 do not (flagged, scored 0); below the threshold nothing is re-measured; the evaluator's own
-    in-process re-verification is off inside workers."""
+    5.0 vs 2.5 do not (flagged reverify-disagreed, the lower kept); below the threshold nothing is re-measured;
+    the evaluator's own in-process re-verification is off inside workers."""
     q = JobQueue(store)
     tid = store.upsert_task(make_task())
     settings = {"device": "cpu", "reverify": True, "reverify_above": 3.0, "reverify_tolerance": 0.1}
@@ -199,7 +199,9 @@ def test_reverify_goes_to_the_other_worker_and_must_agree(store):
         assert ev.result["reverify_setting"] is False  # the evaluator's own re-verification is off in workers
         assert "reverify" not in s.get(EvaluationRow, s.get(EvalJobRow, plain).evaluation_id).result["timing"]
         ev = s.get(EvaluationRow, s.get(EvalJobRow, mismatch).evaluation_id)
-        assert ev.speedup == 0.0 and "reverify-mismatch" in ev.flags and not ev.result["success"]
+        # 2.5 against 5.0 (no intervals): they disagree, the lower is kept and flagged (version 20: 0 before)
+        assert ev.speedup == 2.5 and "reverify-disagreed" in ev.flags and ev.result["success"]
+        assert "reverify-mismatch" not in ev.flags and ev.result["timing"]["reverify"]["kept"] == 2.5
         assert ev.result["timing"]["reverify"]["speedup"] == 2.5 and ev.result["timing"]["reverify"]["worker"] == "C"
         assert s.scalar(select(func.count()).select_from(EvaluationRow).where(EvaluationRow.purpose == "reverify")) == 2
 
@@ -278,7 +280,8 @@ def test_real_evaluator_through_the_service(pg_url):
 
 def test_decide_reverify_uses_the_intervals_and_says_what_was_kept():
     """The queue's re-verification (another worker's measurement) applies stats.reverify_verdict: overlapping
-    intervals keep the lower of the two; disjoint ones score 0 with both numbers in the error and timing."""
+    intervals keep the lower of the two; disjoint ones keep it too, flagged reverify-disagreed with both numbers in
+    timing; a re-measurement that failed scores 0 (reverify-mismatch, the numbers in the error)."""
     from kernelrl.evaluation.jobworker import decide_reverify
 
     first = {"success": True, "speedup": 3.8, "flags": [], "timing": {"ci_low": 3.8, "ci_high": 4.3,
@@ -291,9 +294,14 @@ def test_decide_reverify_uses_the_intervals_and_says_what_was_kept():
     assert rv["interval"] == (3.03, 3.9) and first["timing"].get("reverify") is None  # the input is not mutated
     second["timing"]["ci_high"] = 3.4
     out = decide_reverify(first, second, 0.10, mode="other-worker", who={"worker": "B"})
+    rv = out["timing"]["reverify"]
+    assert out["speedup"] == 3.03 and out["success"] and out["flags"] == ["reverify-disagreed"], out
+    assert rv["rule"] == "mismatch" and rv["kept"] == 3.03 and not rv["agree"] and not out.get("error")
+    assert rv["why"].startswith("first 3.8x [3.8, 4.3], re-measured 3.03x [3.03, 3.4]"), rv["why"]
+    out = decide_reverify(first, dict(second, success=False), 0.10, mode="other-worker", who={"worker": "B"})
     assert out["speedup"] == 0.0 and not out["success"] and out["flags"] == ["reverify-mismatch"]
     assert out["error"].startswith("reverify-mismatch: first 3.8x [3.8, 4.3], re-measured 3.03x [3.03, 3.4]")
-    assert out["timing"]["reverify"]["rule"] == "mismatch" and out["timing"]["reverify"]["kept"] == 0.0
+    assert out["timing"]["reverify"]["rule"] == "failed" and out["timing"]["reverify"]["kept"] == 0.0
 
 
 def test_a_task_whose_reference_cannot_load_fails_once_not_three_times(store):

@@ -53,9 +53,13 @@ FLAGS: dict[str, str] = {
     "computing while inputs are staged, work deferred into the digest, a no-op synchronize; or outputs kept "
     "alive across blocks, whose fresh memory the harness touches first)",
     "faster-than-light": "the candidate's time is below the task's minimum bytes over the device's measured bandwidth",
-    "reverify-mismatch": "a re-measurement in fresh processes (another GPU where there is one) came out below the "
+    "reverify-mismatch": "the re-measurement in fresh processes (another GPU where there is one) failed or could "
+    "not be made (a queue's re-verification job that failed): the score is not confirmed, scored 0 "
+    "(timing.reverify)",
+    "reverify-disagreed": "a re-measurement in fresh processes (another GPU where there is one) came out below the "
     "first by more than reverify_tolerance, outside both measurements' 95% intervals, and not explained by the "
-    "reference's own run-to-run drift: scored 0 (timing.reverify.why has both numbers)",
+    "reference's own run-to-run drift: the lower (the re-measurement) was kept; information (timing.reverify.why "
+    "has both numbers; before evaluator version 20 such a result scored 0)",
     "unstable-timing": "the score's interval stayed wider than spread_threshold when the timing budget ran out; "
     "information: the score is the interval's lower bound either way",
     "leftover-processes": "the candidate left processes running after it finished (they were killed)",

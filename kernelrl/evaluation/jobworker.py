@@ -24,10 +24,11 @@ loop in threads.
   yet: the job waits in status ``verifying`` and a child job is queued that excludes this worker's GPU (its
   UUID; the worker id on CPU) for ``reverify_wait_s``, so another worker of the same device type re-measures
   it; after that window this worker may take it itself, which re-measures in fresh sandbox processes (with a
-  single worker of the type, ``reverify_wait_s=0`` does that at once). The first measurement stands only if
-  the second is at most ``reverify_tolerance`` below the first (the lower of the two is kept); else
-  ``reverify-mismatch``, score 0. ``timing.reverify`` records who re-measured (worker, device, GPU UUID) and how
-  (``other-gpu``/``other-worker``/``fresh-process``).
+  single worker of the type, ``reverify_wait_s=0`` does that at once). The lower of the two is kept; when the
+  second is more than ``reverify_tolerance`` below the first, outside both intervals and not explained by the
+  reference's drift, it is flagged ``reverify-disagreed`` (stats.reverify_verdict); a re-measurement that failed
+  scores 0 (``reverify-mismatch``). ``timing.reverify`` records who re-measured (worker, device, GPU UUID) and
+  how (``other-gpu``/``other-worker``/``fresh-process``).
 """
 
 from __future__ import annotations
@@ -111,10 +112,10 @@ def config_from_settings(settings: dict[str, Any], device: str) -> EvalConfig:
 
 def decide_reverify(first: dict[str, Any], second: dict[str, Any], tolerance: float, *, mode: str,
                     who: dict[str, Any]) -> dict[str, Any]:
-    """The parent's final result from its first measurement and the re-measurement: kept (the lower of the
-    two, rounded toward 1) only if both succeeded and they agree (stats.reverify_verdict: within ``tolerance``,
-    within the two measurements' intervals, or the reference's own drift); else flagged and scored 0.
-    ``timing.reverify`` says which rule decided and which number was kept."""
+    """The parent's final result from its first measurement and the re-measurement: the lower of the two, rounded
+    toward 1, flagged reverify-disagreed when they disagree (stats.reverify_verdict: agreeing within
+    ``tolerance``, within the two measurements' intervals, or the reference's own drift); 0 and reverify-mismatch
+    when the re-measurement failed. ``timing.reverify`` says which rule decided and which number was kept."""
     from kernelrl.evaluation.stats import judge_reverify
 
     s1, s2 = float(first.get("speedup") or 0.0), float(second.get("speedup") or 0.0)
@@ -124,11 +125,13 @@ def decide_reverify(first: dict[str, Any], second: dict[str, Any], tolerance: fl
     out = dict(first)
     out["timing"] = {**t1, "reverify": {**record, **who}}
     out["speedup"] = v.kept
-    if not v.agree:
+    if v.flag:
         flags = list(out.get("flags") or [])
-        if "reverify-mismatch" not in flags:
-            flags.append("reverify-mismatch")
-        out.update(flags=flags, success=False, error=out.get("error") or f"reverify-mismatch: {v.why}")
+        if v.flag not in flags:
+            flags.append(v.flag)
+        out["flags"] = flags
+    if v.flag == "reverify-mismatch":
+        out.update(success=False, error=out.get("error") or f"reverify-mismatch: {v.why}")
     return out
 
 

@@ -1,5 +1,5 @@
 """Phase 5, re-verification (after the first measurement's workers are closed): a large speedup is measured
-again in fresh processes and kept only where the two agree (stats.reverify_verdict)."""
+again in fresh processes; the lower of the two is kept (stats.reverify_verdict)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from kernelrl.evaluation.stats import judge_reverify
 
 
 def reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, result: EvalResult) -> None:
-    """Re-measure a large speedup in fresh processes; keep the lower of the two only if they agree
-    (stats.reverify_verdict: within tolerance, within the two intervals, or the reference's own drift)."""
+    """Re-measure a large speedup in fresh processes and keep the lower of the two; flagged when they disagree
+    (stats.reverify_verdict: agreeing within tolerance, within the two intervals, or the reference's own drift),
+    scored 0 when the re-measurement failed."""
     from kernelrl.evaluation.api import evaluate  # the whole protocol again (api imports this module)
 
     second = evaluate(task_source, cand_source, dataclasses.replace(cfg, reverify=False, correctness_trials=2),
@@ -21,6 +22,6 @@ def reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, r
                                cfg.reverify_tolerance, mode="fresh-process")
     result.timing["reverify_speedup"] = second.speedup
     result.timing["reverify"] = record
-    if not v.agree:
-        result.flag("reverify-mismatch")
+    if v.flag:
+        result.flag(v.flag)
     result.speedup = v.kept

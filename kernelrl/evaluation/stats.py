@@ -416,14 +416,20 @@ def reverify_agrees(first: float, second: float, second_ok: bool, tolerance: flo
 @dataclass(frozen=True)
 class ReverifyVerdict:
     """What a re-measurement decided: ``agree``; ``kept``, the score that stands (the lower of the two, rounded
-    toward 1; 0.0 on a mismatch); ``rule``, which rule accepted it (``tolerance``, ``intervals-overlap``,
-    ``reference-moved``) or why it did not (``failed``, ``mismatch``); ``why``, one readable sentence with both
-    numbers and which one was kept."""
+    toward 1; 0.0 when the re-measurement failed); ``rule``, which rule accepted it (``tolerance``,
+    ``intervals-overlap``, ``reference-moved``) or why it did not (``failed``, ``mismatch``); ``why``, one readable
+    sentence with both numbers and which one was kept."""
 
     agree: bool
     kept: float
     rule: str
     why: str
+
+    @property
+    def flag(self) -> str | None:
+        """The result's flag: ``reverify-mismatch`` (fatal) when the re-measurement failed, ``reverify-disagreed``
+        (information: the lower was kept) when it succeeded and disagreed, None when they agree."""
+        return None if self.agree else "reverify-mismatch" if self.rule == "failed" else "reverify-disagreed"
 
     def to_dict(self) -> dict:
         return {"agree": self.agree, "kept": self.kept, "rule": self.rule, "why": self.why}
@@ -456,8 +462,9 @@ def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: fl
                      ref_ms: tuple[float | None, float | None] = (None, None)) -> ReverifyVerdict:
     """Does the re-measurement (fresh processes, another GPU where there is one) confirm the first score?
 
-    Agreeing results keep the lower of the two, rounded toward 1; the others score 0 (reverify-mismatch). The
-    second agrees when it succeeded and any of these holds:
+    The lower of the two is kept, rounded toward 1, whether they agree or not; a re-measurement that failed scores 0
+    (reverify-mismatch, fatal). One that succeeded and disagrees is flagged reverify-disagreed (information). It
+    agrees when any of these holds:
 
     - ``tolerance``: it is not below the first by more than ``tolerance`` (a fraction of the first). One-sided
       (the paper accepts within 10% either way): a second measurement *above* the first cannot inflate what is
@@ -472,10 +479,15 @@ def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: fl
     Issue 32: an honest ``torch.softmax`` rewrite on the CPU VM scored 3.43, 2.83, 0.00, 3.14, 0.00, 3.46, 3.41
     over 7 evaluations, both zeros a re-measurement of ~3.0 against a first ~3.8. None of the three rules can
     raise a score: what is kept is never above the second measurement, made in fresh processes, so a candidate
-    that fakes or caches only its first measurement gains nothing from them; it still scores 0 when the second
-    is far below (disjoint intervals, the reference steady)."""
+    that fakes or caches only its first measurement gains nothing from them.
+
+    Version 20: a disagreeing re-measurement keeps the lower instead of 0. Why: a candidate whose speed is drawn per
+    build scored 0 or its lower speed by the order of two draws (KernelBench L1 40_LayerNorm under torch.compile on
+    the H200: 25.66 then 18.33, zeroed; 15.62 then 25.45, kept 15.62): the verdict followed which build came
+    first. Keeping the lower is the same whatever the order, and what is kept still never exceeds the fresh
+    measurement, so a faked or lucky first measurement gains nothing; the flag still says the two disagreed."""
     def done(agree: bool, rule: str, why: str) -> ReverifyVerdict:
-        return ReverifyVerdict(agree, round_toward_one(min(first, second)) if agree else 0.0, rule, why)
+        return ReverifyVerdict(agree, 0.0 if rule == "failed" else round_toward_one(min(first, second)), rule, why)
 
     both = (f"first {_score(first)}x{_fmt_interval(first_interval)}, re-measured "
             f"{_score(second)}x{_fmt_interval(second_interval)}")
@@ -494,7 +506,8 @@ def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: fl
                     f"time ({r1:.4g} -> {r2:.4g} ms), which explains the drop; kept {_score(kept)}x ({which}, "
                     "the lower)")
     return done(False, "mismatch", f"{both}: below the first by more than {tolerance:.0%}, outside both intervals"
-                f"{' and the reference steady' if r1 and r2 else ''}; kept 0")
+                f"{' and the reference steady' if r1 and r2 else ''}; kept {_score(kept)}x (the re-measurement, "
+                "the lower; flagged reverify-disagreed)")
 
 
 def judge_reverify(first: float, first_timing: dict | None, second: float, second_ok: bool,
