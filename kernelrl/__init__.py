@@ -74,5 +74,8 @@ __version__ = "0.1.0"
 # reference's run-to-run 2e-4 from it). And a re-measurement (reverify) that succeeds but disagrees keeps the lower
 # of the two, flagged reverify-disagreed (information), where it scored 0 (reverify-mismatch, now only for a
 # re-measurement that failed): the verdict followed which of two per-build speeds came first (KernelBench L1
-# 40_LayerNorm under torch.compile: 0 once, 15.62 once). Other candidates score as in 19.
+# 40_LayerNorm under torch.compile: 0 once, 15.62 once). A set compared on the device and found wrong is judged by
+# the reference's worker there (worker_share.cmd_compare_kept), as the host judges it, instead of being run again
+# through the host (version 19: L2 3 took 105 s); a timing audit's call too (it was not judged on the device).
+# Other candidates score as in 19.
 EVALUATOR_VERSION = "kernelrl-eval-20"

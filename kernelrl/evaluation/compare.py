@@ -228,6 +228,34 @@ def within_variation(ref: list, cand: list, ref_diff: tuple[float, float], cand_
     return v_rel > 0 and c_rel <= factor * v_rel and c_max <= factor * v_max and c_rel <= cap
 
 
+# The precision runs (a float64 copy, 7 more outputs of the set, float64 ones twice the bytes) only for outputs up to
+# this size a set: on the host path they cross the pipes, ~13x a set's bytes in all; on the device they are memory.
+PRECISION_MAX_OUT_BYTES = 256 * 1024 * 1024
+
+
+def judge_variation(ref: list, cand: list, rerun, out_bytes: int) -> dict | None:
+    """A wrong output (one set's ``ref`` and ``cand`` outputs) judged against the reference's own variation, then
+    its precision: ``rerun(f64)`` runs the set through the reference again (worker_variation.cmd_rerun: twice, or
+    with ``f64`` the precision runs) and returns (its output sets, f64_error or None); no sets when it cannot say.
+    The record ``timing.reference_variation`` keeps (without ``sets_passed``), or None when the reference cannot say.
+    The same on either side: the parent judges shipped outputs (correctness.reference_variation), the reference's
+    worker outputs it compared on the device (worker_share.cmd_compare_kept; evaluator version 20)."""
+    runs, _ = rerun(False)
+    if len(runs) != 2:
+        return None
+    v, c = output_diff(runs[1], runs[0]), output_diff(cand, ref)
+    within = within_variation(ref, cand, v, c)
+    del runs
+    precise, r64, c64, f64_error = False, None, None, None
+    if not within and out_bytes <= PRECISION_MAX_OUT_BYTES:
+        runs64, f64_error = rerun(True)
+        if len(runs64) > 2:
+            precise, r64, c64 = within_precision(ref, cand, runs64, v, c)
+    return {"ref_rel_norm": v[0], "ref_max_abs": v[1], "cand_rel_norm": c[0], "cand_max_abs": c[1], "within": within,
+            "ref_f64_rel_norm": r64 and r64[0], "ref_f64_max_abs": r64 and r64[1], "cand_f64_rel_norm": c64 and c64[0],
+            "cand_f64_max_abs": c64 and c64[1], "within_precision": precise, "f64_error": f64_error}
+
+
 @contextlib.contextmanager
 def one_cpu_thread():
     """The parent's comparisons on one CPU thread: with torch's pool of one thread per core on the 16-core H100

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from kernelrl.evaluation.calibrate import output_bytes, run_timeout
-from kernelrl.evaluation.compare import (compare, one_cpu_thread, output_diff, split_sets, within_precision,
-                                         within_variation)
+from kernelrl.evaluation.compare import compare, judge_variation, one_cpu_thread, split_sets
 from kernelrl.evaluation.ipc import MAX_PAYLOAD
 from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError
 from kernelrl.evaluation.static import uses_jit
@@ -133,23 +132,31 @@ def check_correctness(s: Session, result: EvalResult, cal: Calibration) -> None:
 def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: tuple, done: int,
                   drawn: tuple) -> bool | int:
     """One batch's outputs compared (on the device when ``keep``, else here): raises CandidateFailed on the first
-    mismatch (a wrong output compared here says how much the reference varies on the same inputs:
-    reference_variation); False when the device path fell back (nothing compared: the caller runs the sets
-    again); on the device, a wrong output's set index (the sets before it passed): the caller runs that set and
-    the batch's others again through the host, where reference_variation can judge it. Before version 19 such a set
-    failed at once, so the reference's own variation and precision (versions 14, 17) never applied to outputs large
-    enough to be compared on the device (KernelBench L2 3_ConvTranspose3d_Sum_LayerNorm_AvgPool_GELU under
-    torch.compile on the H200: 128 MiB a set, 1.35e-3 from the reference)."""
+    mismatch (a wrong output says how much the reference varies on the same inputs: reference_variation here,
+    the same judgement in the reference's worker on the device, version 20); False when the device path fell back
+    (nothing compared: the caller runs the sets again); on the device, the index of a wrong output the worker could
+    not judge (the sets before it passed): the caller runs that set and the batch's others again through the host,
+    where reference_variation can judge it (version 19). Before version 19 such a set failed at once, so the
+    reference's own variation and precision (versions 14, 17) never applied to outputs large enough to be compared
+    on the device (KernelBench L2 3_ConvTranspose3d_Sum_LayerNorm_AvgPool_GELU under torch.compile on the H200:
+    128 MiB a set, 1.35e-3 from the reference)."""
     (hr, ro), (hc, co) = ref, cand
     if keep:
-        how, got = s.compare_kept(hr, hc, s._left(s.cfg.max_wall_s))
+        sets = [{"seed": int(a), "variant": str(b)} for a, b in zip(*drawn)]
+        how, got = s.compare_kept(hr, hc, s._left(s.cfg.max_wall_s), sets=sets)
         if how == "fallback":
             result.timing["device_compare"] = f"fell back to the host: {got}"[:300]
             return False
-        if got and got[1] == "wrong-output":
-            return got[0]
-        if got:
-            raise CandidateFailed(got[1], f"correctness trial {done + got[0] + 1}: {got[2]}")
+        note = ""
+        for _, rec in got["judged"]:  # judged on the device (version 20): the same record and flags as here
+            note, _ = note_variation(result, rec)
+            result.timing["device_compare_judged"] = result.timing.get("device_compare_judged", 0) + 1
+        bad = got["bad"]
+        if bad and bad[1] == "wrong-output" and got["unjudged"]:
+            return bad[0]
+        if bad:
+            raise CandidateFailed(bad[1], f"correctness trial {done + bad[0] + 1}: {bad[2]}"
+                                  f"{note if bad[1] == 'wrong-output' else ''}")
         return True
     with one_cpu_thread():
         for i, (r, cc) in enumerate(zip(split_sets(hr["structure"], ro), split_sets(hc["structure"], co))):
@@ -167,47 +174,42 @@ def reference_variation(s: Session, result: EvalResult, which: dict, ref: list, 
     """After a wrong output: the reference runs the same input set (``which``: a correctness set's seed and variant,
     or a timing block's ``stage``) twice more, its state restored before each run, and when the candidate is not
     within that variation, measures its own precision there in float64 (worker_variation.cmd_rerun; outputs up to
-    PRECISION_MAX_OUT_BYTES). Reported (``timing.reference_variation``; a sentence for the
-    error): the two runs' difference and the candidate's from the reference; the reference's float32 error (the
-    largest of its samples) and the candidate's, each against float64. Returns the sentence and whether the set
-    passes: the candidate within the reference's own variation (compare.within_variation) or precision
-    (compare.within_precision), flagged within-reference-variation or -precision. ("", False) when the reference
-    cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: the wrong output stands)."""
-    runs = _rerun(s, {"runs": 2, **which})
-    if len(runs) != 2:
-        return "", False
-    with one_cpu_thread():
-        v, c = output_diff(runs[1], runs[0]), output_diff(cand, ref)
-        within = within_variation(ref, cand, v, c)
-    precise, r64, c64, f64_error = False, None, None, None
-    if not within and s.out_bytes <= PRECISION_MAX_OUT_BYTES:
+    PRECISION_MAX_OUT_BYTES): compare.judge_variation. Returns note_variation's sentence and verdict. ("", False)
+    when the reference cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: the wrong output stands)."""
+    def rerun(f64: bool) -> tuple[list, str | None]:
         why: dict = {}
-        runs64 = _rerun(s, {"runs": 0, "f64": True, **which}, why)
-        f64_error = why.get("f64_error")
-        if len(runs64) > 2:
-            with one_cpu_thread():
-                precise, r64, c64 = within_precision(ref, cand, runs64, v, c)
-    (v_rel, v_max), (c_rel, c_max) = v, c
-    # the numbers of the last such set; sets_passed counts every set (correctness or audit) passed this way
+        return _rerun(s, {"runs": 0, "f64": True, **which} if f64 else {"runs": 2, **which}, why), why.get("f64_error")
+
+    with one_cpu_thread():
+        rec = judge_variation(ref, cand, rerun, s.out_bytes)
+    return ("", False) if rec is None else note_variation(result, rec)
+
+
+def note_variation(result: EvalResult, rec: dict) -> tuple[str, bool]:
+    """A set's judge_variation record (the parent's or the reference worker's, after a device comparison) into the
+    result: ``timing.reference_variation`` (the numbers of the last such set; ``sets_passed`` counts every set,
+    correctness or audit, passed this way) and a flag when it passed (within-reference-variation or -precision).
+    Returns the sentence for the error (the two runs' difference and the candidate's from the reference; the
+    reference's float32 error, the largest of its samples, and the candidate's, each against float64) and whether
+    the set passes."""
+    keys = ("ref_rel_norm", "ref_max_abs", "cand_rel_norm", "cand_max_abs", "ref_f64_rel_norm", "ref_f64_max_abs",
+            "cand_f64_rel_norm", "cand_f64_max_abs")
+    rec = {k: (float(rec[k]) if rec.get(k) is not None else None) for k in keys} | {
+        "within": rec.get("within") is True, "within_precision": rec.get("within_precision") is True,
+        "f64_error": str(rec["f64_error"])[:300] if rec.get("f64_error") else None}
+    within, precise = rec["within"], rec["within_precision"]
     passed = (result.timing.get("reference_variation") or {}).get("sets_passed", 0) + (within or precise)
-    result.timing["reference_variation"] = {
-        "ref_rel_norm": v_rel, "ref_max_abs": v_max, "cand_rel_norm": c_rel, "cand_max_abs": c_max, "within": within,
-        "ref_f64_rel_norm": r64 and r64[0], "ref_f64_max_abs": r64 and r64[1], "cand_f64_rel_norm": c64 and c64[0],
-        "cand_f64_max_abs": c64 and c64[1], "within_precision": precise, "f64_error": f64_error,
-        "sets_passed": passed}
+    result.timing["reference_variation"] = {**rec, "sets_passed": passed}
     if within or precise:  # this set passes: the flag says on which ground
         result.flag("within-reference-variation" if within else "within-reference-precision")
     note = (f"; the reference against itself on these inputs (two runs, same state): relative error norm "
-            f"{v_rel:.3g}, max |diff| {v_max:.3g}; the candidate: {c_rel:.3g}, {c_max:.3g}")
-    if r64:
-        note += (f"; against the reference in float64: the reference (largest of its samples) {r64[0]:.3g}, "
-                 f"{r64[1]:.3g}; the candidate {c64[0]:.3g}, {c64[1]:.3g}")
+            f"{rec['ref_rel_norm'] or 0:.3g}, max |diff| {rec['ref_max_abs'] or 0:.3g}; the candidate: "
+            f"{rec['cand_rel_norm'] or 0:.3g}, {rec['cand_max_abs'] or 0:.3g}")
+    if rec["ref_f64_rel_norm"] is not None:
+        note += (f"; against the reference in float64: the reference (largest of its samples) "
+                 f"{rec['ref_f64_rel_norm']:.3g}, {rec['ref_f64_max_abs'] or 0:.3g}; the candidate "
+                 f"{rec['cand_f64_rel_norm'] or 0:.3g}, {rec['cand_f64_max_abs'] or 0:.3g}")
     return note, within or precise
-
-
-# The precision runs (a float64 copy, 7 more outputs of the set, float64 ones twice the bytes) only for outputs up to
-# this size a set: on the host path they cross the pipes, ~13x a set's bytes in all.
-PRECISION_MAX_OUT_BYTES = 256 * 1024 * 1024
 
 
 def _rerun(s: Session, req: dict, why: dict | None = None) -> list:

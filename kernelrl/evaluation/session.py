@@ -15,7 +15,7 @@ from pathlib import Path
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.calibrate import uses_held_clock
 from kernelrl.evaluation.compare import compare, one_cpu_thread
-from kernelrl.evaluation.correctness import reference_variation
+from kernelrl.evaluation.correctness import note_variation, reference_variation
 from kernelrl.evaluation.held import HeldBook, Semaphores
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.loading import LoadTimeout, wait_for_load
@@ -361,9 +361,12 @@ class Session(HeldPhases):
         """Outputs of ``out_bytes`` a set are compared on the GPU (compare_kept) rather than shipped."""
         return self.share_ok and self.device.startswith("cuda") and out_bytes >= DEVICE_COMPARE_MIN_BYTES
 
-    def compare_kept(self, hr: dict, hc: dict, timeout: float) -> tuple[str, tuple | None]:
+    def compare_kept(self, hr: dict, hc: dict, timeout: float, sets: list | None = None) -> tuple[str, dict | str]:
         """The outputs both workers kept (draw_run or fetch with ``keep``) compared on the device by the
-        reference's worker (worker_share.cmd_compare_kept). ("ok", None | (set index, flag, reason)), or
+        reference's worker (worker_share.cmd_compare_kept; ``sets``: each set as worker_variation.cmd_rerun names
+        it, so a wrong output is judged there against the reference's variation and precision). ("ok", {"bad":
+        None | (set index, flag, reason), "judged": [(set index, record)], "unjudged": the bad set could not be
+        judged there}), or
         ("fallback", reason) when the candidate's outputs could not be mapped: IPC unavailable here (then
         share_ok goes false for the rest of the evaluation) or a descriptor that is not valid; the caller
         asks both again with shipping."""
@@ -373,13 +376,16 @@ class Session(HeldPhases):
                 or not isinstance(st, list) or not all(isinstance(x, int) for x in st) or len(ipc) != sum(st)):
             self.share_ok = False
             return "fallback", str(hc.get("ipc_error") or "no descriptors")
+        judge = {"sets": sets, "out_bytes": self.out_bytes} if sets else {}
         h, _ = self._req(self.ref, {"cmd": "compare_kept", "ipc": ipc, "ref_structure": hr.get("structure"),
-                                    "cand_structure": st}, timeout=timeout, harness=True)
+                                    "cand_structure": st, **judge}, timeout=timeout, harness=True)
         if h.get("ipc_failed"):
             self.share_ok = False
             return "fallback", str(h["ipc_failed"])
         bad = h.get("bad")
-        return "ok", (int(bad[0]), str(bad[1]), str(bad[2])) if bad else None
+        return "ok", {"bad": (int(bad[0]), str(bad[1]), str(bad[2])) if bad else None,
+                      "judged": [(int(i), dict(rec)) for i, rec in h.get("judged") or []],
+                      "unjudged": bool(h.get("unjudged"))}
 
     def trim(self, set_bytes: int, *workers: WorkerProcess, graphs: bool = False) -> None:
         """Between phases, when a set (inputs and outputs of one call) is TRIM_MIN_BYTES or more: ``workers`` drop
@@ -533,8 +539,9 @@ class Session(HeldPhases):
     def audit(self, k: int, round_no: int, result: EvalResult | None = None, seed: int | None = None) -> None:
         """After the clock: the full outputs of one random call of the round just timed, from both workers,
         compared elementwise (a candidate that is exact only when it is fully checked, or precise enough only
-        for the digest, is caught here). With the block's staging ``seed``, a wrong output compared on the host
-        is judged against the reference's own variation on that call's inputs (correctness.reference_variation)."""
+        for the digest, is caught here). With the block's staging ``seed``, a wrong output is judged against the
+        reference's own variation and precision on that call's inputs (correctness.reference_variation; on the
+        device, by the reference's worker: version 20)."""
         self.audit_index(self.rng.randrange(k), round_no, result, None if seed is None else (seed, k))
 
     def audit_index(self, i: int, round_no: int, result: EvalResult | None = None,
@@ -547,18 +554,22 @@ class Session(HeldPhases):
                                timeout=self._left(120))
         except CandidateFailed as e:
             raise CandidateFailed("timing-mismatch", f"timing round {round_no}: audit of call {i + 1}: {e}") from None
-        bad = None
-        if keep:
-            how, got = self.compare_kept(hr, hc, self._left(120))
+        bad, note = None, ""
+        which = {"stage": {"seed": staged[0], "k": staged[1], "index": i, "replay": self.replay["ref"]}} \
+            if staged and result is not None else None
+        if keep:  # a wrong output judged on the device by the reference's worker (version 20), as here below
+            how, got = self.compare_kept(hr, hc, self._left(120), sets=[which] if which else None)
             if how == "fallback":  # asked again, shipped (the workers still hold the round's outputs)
                 return self.audit_index(i, round_no, result, staged)
-            bad = got[1:] if got else None
+            for _, rec in got["judged"]:
+                note, within = note_variation(result, rec)
+                if within:  # flagged there
+                    return
+            bad = got["bad"][1:] if got["bad"] else None
         else:
             with one_cpu_thread():
                 bad = compare(ro, co, hr.get("structure"), hc.get("structure"))
-        note = ""
-        if bad and bad[0] == "wrong-output" and not keep and staged and result is not None:
-            which = {"stage": {"seed": staged[0], "k": staged[1], "index": i, "replay": self.replay["ref"]}}
+        if bad and bad[0] == "wrong-output" and not keep and which:
             note, within = reference_variation(self, result, which, ro, co)
             if within:  # flagged there
                 return
