@@ -64,8 +64,9 @@ def cmd_compare_kept(h, _tensors):
     With ``sets`` (each set as cmd_rerun names it: {seed, variant}, or a timing block's {stage}) and ``out_bytes``,
     a wrong output is judged here against the reference's own variation and precision (compare.judge_variation,
     the reference run again on the set by worker_variation.cmd_rerun, all on the device): ``judged`` lists [set
-    index, record] of each set so judged; a set that passes does not stop the comparison. ``unjudged``: the last bad set could not be judged here (the
-    reference cannot say, or the device ran out of memory): the parent runs it again through the host. Why
+    index, record] of each set so judged; a set that passes does not stop the comparison. ``unjudged``: the last
+    bad set could not be judged here (the reference cannot say, or the device ran out of memory): the parent runs
+    it again through the host. Why
     (evaluator version 20): version 19 ran every such set again with its outputs shipped, and KernelBench L2 3
     under torch.compile (128 MiB a set, every set past the bound and within the reference's precision) took
     105 s, 89 s of it in correctness (H200, bench/results/2026-11-28-h200x4-kernelbench, c33)."""
