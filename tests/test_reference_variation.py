@@ -147,6 +147,7 @@ def test_an_honest_reordering_of_a_near_cancelling_sum_passes_within_the_referen
     v = r.timing.get("reference_variation") or {}
     assert r.correct and r.speedup > 0 and "wrong-output" not in r.flags, r.to_dict()
     assert "within-reference-precision" in r.flags and "within-reference-variation" not in r.flags, r.flags
+    assert "reference-is-rounding" not in r.flags, r.flags  # named only where a set fails
     assert v["within"] is False and v["within_precision"] is True and v["ref_rel_norm"] == 0.0, v  # deterministic
     # the last such set: float32 itself is past the bound there, and the candidate no further from float64 than 8x
     assert v["cand_rel_norm"] > 1e-4 and v["ref_f64_rel_norm"] > 1e-4, v
@@ -203,6 +204,38 @@ def test_the_precision_rule_on_a_set_where_float32_is_pure_rounding():
     assert ok(1.0 + 5e-4, (2e-4, 2e-4), runs=runs, ref=ref) and ok(1.0, (2e-4, 2e-4), runs=runs, ref=ref)
     assert not ok(1.0 + 7e-4, (2e-4, 2e-4), runs=runs, ref=ref)
     assert not ok(1.0 + 5e-4, (2e-4, 2e-4), runs=[[torch.tensor(1.0 + 1e-3)]] + runs[1:], ref=ref)  # it draws
+
+
+# The mean of a standardised tensor: ~1e-17 exactly, float32 rounding in the reference's answer on every set, as
+# KernelBench L2 23_Conv3d_GroupNorm_Mean's output is
+CENTRED = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return ((x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True)).mean(1)
+
+
+def get_inputs():
+    return [torch.randn(64, 4096) + 100.0]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_set_whose_reference_is_rounding_fails_and_says_so():
+    # the same with each row reversed (another order of every sum): as far from float64 as the reference (~1e12
+    # norms, the exact answer ~1e-17), and 1.2-1.5 norms from the reference's (CPU)
+    body = ("        x = x.flip(1)\n"
+            "        return ((x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True)).mean(1)")
+    r = evaluate(CENTRED, CENTRED + f"\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n{body}\n", CFG)
+    v = r.timing.get("reference_variation") or {}
+    assert "wrong-output" in r.flags and "reference-is-rounding" in r.flags and not r.correct, r.to_dict()
+    assert v["ref_f64_rel_norm"] > 1 and "rounding on this set (reference-is-rounding)" in r.error, (v, r.error)
 
 
 def test_a_candidate_that_skips_a_dropout_is_not_excused_by_the_float64_run():

@@ -69,6 +69,10 @@ FLAGS: dict[str, str] = {
     # task audit
     "task-input-independent": "the reference output does not depend on its inputs: speedups on this task are "
     "meaningless (capped at 1.0)",
+    "reference-is-rounding": "a set failed where the reference's own float32 answer is further from its float64 "
+    "answer than that answer's norm (timing.reference_variation.ref_f64_rel_norm > 1): the output is float32 "
+    "rounding there, which only the reference's own order of operations reproduces; information (the verdict "
+    "stands; KernelBench L2 23_Conv3d_GroupNorm_Mean, whose output is ~0 on every set)",
     # static findings (information; the runtime checks decide)
     "uses-side-stream": "the source creates CUDA streams",
     "uses-cuda-graph": "the source captures CUDA graphs",
