@@ -14,11 +14,12 @@ consistent on a task when it scores it within [0.98, 1.02] with no fatal flag. W
 failure: the evaluator disagreeing with itself), ``failures``
 (self-pairs not successful, by cause: memory, time, unsupported inputs, other), ``median_eval_wall_s``,
 ``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the report's own tables,
-``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, and the median compile time
-at the first call, reported apart), ``evaluator_versions`` (rows per evaluator version: a merge may span a version
-bump), tasks.md, and rows.json.gz: the merged rows without their code, which a later
-merge takes as one of its reports (lane reports of a device call are not kept forever). Without a
-``baseline:self`` source the self-pair figures are None and the baselines are still summarised.
+``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, the median compile time
+at the first call, reported apart, and its failures by the same causes, "reference is rounding" among them),
+``evaluator_versions`` (rows per evaluator version: a merge may span a version bump), tasks.md, and rows.json.gz:
+the merged rows without their code, which a later merge takes as one of its reports (lane reports of a device call
+are not kept forever). Without a ``baseline:self`` source the self-pair figures are None and the baselines are
+still summarised.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def cause(row: dict) -> str:
         return "unsupported inputs"
     if not row.get("evaluated"):
         return "not evaluated"
+    if "reference-is-rounding" in (row.get("flags") or []):  # the task's output is float32 rounding (L2 23)
+        return "reference is rounding"
     return "other: " + (str(row.get("error") or ", ".join(row.get("flags") or [])) or "incorrect")[:80]
 
 
@@ -109,9 +112,14 @@ def summarise(report: dict) -> dict:
             continue
         first = [float((r.get("timing") or {}).get("first_call_s")) for r in rows
                  if (r.get("timing") or {}).get("first_call_s") is not None]
+        failed: dict[str, list[str]] = {}  # why a baseline failed, by the self-pairs' causes
+        for r in rows:
+            if not r["success"]:
+                failed.setdefault(cause(r).split(":")[0], []).append(r["task_key"])
         baselines[label] = {"tables": {g: t.to_dict() for g, t in summarize_rows(rows).items()},
                             "first_call_s_median": percentile(first, 0.5) if first else None,
-                            "first_call_s_max": max(first, default=None)}
+                            "first_call_s_max": max(first, default=None),
+                            "failures": {k: {"count": len(v), "tasks": v} for k, v in sorted(failed.items())}}
     return {"tasks": len(me) if SELF in sources else len(evaluated), "not_evaluated": not_reached,
             "self_within_2pct": round(len(within) / len(me), 4) if me else None,
             "self_fatal_flags": len(fatal) if me else None,

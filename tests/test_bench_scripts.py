@@ -148,6 +148,11 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     pinned = row("kb/L3/f", 3, 0.0, False, ["runtime-error"], "RuntimeError: Cannot copy between CPU and CUDA "
                  "tensors during CUDA graph capture unless the CPU tensor is pinned. Please use tensor.pin_memory()")
     assert cause(pinned).startswith("other: ") and cause(me[3]) == "memory"
+    # a baseline's failures by cause: a task whose output is rounding (L2 23) named as such
+    comp[4] = row("kb/L3/e", 3, 0.0, False, ["wrong-output", "reference-is-rounding"], "correctness trial 1: ...")
+    s = summarise({"sources": [{"label": SELF, "rows": me}, {"label": "torch.compile", "rows": comp}]})
+    assert s["baselines"]["torch.compile"]["failures"] == {"reference is rounding": {"count": 1,
+                                                                                     "tasks": ["kb/L3/e"]}}
 
 
 def test_kernelbench_summary_merges_lanes_and_lists_tasks_not_reached_apart():
