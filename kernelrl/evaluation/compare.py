@@ -235,12 +235,12 @@ PRECISION_MAX_OUT_BYTES = 256 * 1024 * 1024
 
 def judge_variation(ref: list, cand: list, rerun, out_bytes: int) -> dict | None:
     """A wrong output (one set's ``ref`` and ``cand`` outputs) judged against the reference's own variation, then
-    its precision: ``rerun(f64)`` runs the set through the reference again (worker_variation.cmd_rerun: twice, or
-    with ``f64`` the precision runs) and returns (its output sets, f64_error or None); no sets when it cannot say.
+    its precision: ``rerun(req)`` sends the reference worker_variation.cmd_rerun's request ``req`` on the set (two
+    runs, or the precision runs) and returns (its output sets, f64_error or None); no sets when it cannot say.
     The record ``timing.reference_variation`` keeps (without ``sets_passed``), or None when the reference cannot say.
     The same on either side: the parent judges shipped outputs (correctness.reference_variation), the reference's
     worker outputs it compared on the device (worker_share.cmd_compare_kept; evaluator version 20)."""
-    runs, _ = rerun(False)
+    runs, _ = rerun({"runs": 2})
     if len(runs) != 2:
         return None
     v, c = output_diff(runs[1], runs[0]), output_diff(cand, ref)
@@ -248,7 +248,7 @@ def judge_variation(ref: list, cand: list, rerun, out_bytes: int) -> dict | None
     del runs
     precise, r64, c64, f64_error = False, None, None, None
     if not within and out_bytes <= PRECISION_MAX_OUT_BYTES:
-        runs64, f64_error = rerun(True)
+        runs64, f64_error = rerun({"runs": 0, "f64": True})
         if len(runs64) > 2:
             precise, r64, c64 = within_precision(ref, cand, runs64, v, c)
     return {"ref_rel_norm": v[0], "ref_max_abs": v[1], "cand_rel_norm": c[0], "cand_max_abs": c[1], "within": within,

@@ -176,9 +176,9 @@ def reference_variation(s: Session, result: EvalResult, which: dict, ref: list, 
     within that variation, measures its own precision there in float64 (worker_variation.cmd_rerun; outputs up to
     PRECISION_MAX_OUT_BYTES): compare.judge_variation. Returns note_variation's sentence and verdict. ("", False)
     when the reference cannot say (a state over RERUN_STATE_MAX_BYTES, a failure: the wrong output stands)."""
-    def rerun(f64: bool) -> tuple[list, str | None]:
+    def rerun(req: dict) -> tuple[list, str | None]:
         why: dict = {}
-        return _rerun(s, {"runs": 0, "f64": True, **which} if f64 else {"runs": 2, **which}, why), why.get("f64_error")
+        return _rerun(s, {**req, **which}, why), why.get("f64_error")
 
     with one_cpu_thread():
         rec = judge_variation(ref, cand, rerun, s.out_bytes)

@@ -66,10 +66,10 @@ def cmd_compare_kept(h, _tensors):
     the reference run again on the set by worker_variation.cmd_rerun, all on the device): ``judged`` lists [set
     index, record] of each set so judged; a set that passes does not stop the comparison. ``unjudged``: the last
     bad set could not be judged here (the reference cannot say, or the device ran out of memory): the parent runs
-    it again through the host. Why
-    (evaluator version 20): version 19 ran every such set again with its outputs shipped, and KernelBench L2 3
-    under torch.compile (128 MiB a set, every set past the bound and within the reference's precision) took
-    105 s, 89 s of it in correctness (H200, bench/results/2026-11-28-h200x4-kernelbench, c33)."""
+    it again through the host. Why (evaluator version 20): version 19 ran every such set again with its outputs
+    shipped, and KernelBench L2 3 under torch.compile (128 MiB a set, the sets past the bound within the
+    reference's precision) took 105 s, 89 s of it in correctness (H200, bench/results/2026-11-28-h200x4-kernelbench,
+    c33)."""
     ref = STATE.pop("kept", None)
     if ref is None:
         raise RuntimeError("no kept outputs to compare")
@@ -108,8 +108,7 @@ def _judge(ref: list, cand: list, which: dict, out_bytes: int) -> dict | None:
     the host path, which says the same or judges it)."""
     which = {k: which[k] for k in ("seed", "variant", "stage") if k in which}
 
-    def rerun(f64: bool) -> tuple[list, str | None]:
-        req = {"runs": 0, "f64": True} if f64 else {"runs": 2}
+    def rerun(req: dict) -> tuple[list, str | None]:
         reply, outs = cmd_rerun({**req, **which}, [])
         if not reply.get("restored"):
             return [], None
