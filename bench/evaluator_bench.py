@@ -4,6 +4,8 @@ reward, on honest seed candidates spanning microsecond kernels to ~50 ms ones.
     python bench/evaluator_bench.py --device cuda --out-dir bench/results/DATE-h100-evaluator            # all
     python bench/evaluator_bench.py --device cuda --out-dir DIR --only 0:12 --max-minutes 9             # a slice
     python bench/evaluator_bench.py --summarize DIR                      # rows.jsonl -> summary.json + table.md
+    python bench/evaluator_bench.py --device cuda --out-dir DIR --resume --max-minutes 9    # go on where DIR stopped
+    python bench/evaluator_bench.py --compare OLD_DIR NEW_DIR > DIR/old-vs-new.md     # per task, two versions
     python bench/evaluator_bench.py --device cpu --out-dir /tmp/b --only 0:2 --repeats 2 --long-factor 3  # smoke
 
 Candidates (``candidates()``): one honest seed per built-in task (the GPU seed where there is one, else the
@@ -171,19 +173,51 @@ def task_metrics(row: dict) -> dict:
     return m
 
 
-def summarize(out_dir: Path) -> dict:
+def load_rows(out_dir: Path) -> list[dict]:
+    """A folder's rows, the later row of a task winning (a rerun of a slice); none if it has no rows yet."""
     plain, packed = out_dir / "rows.jsonl", out_dir / "rows.jsonl.gz"  # committed results are stored gzipped
     if plain.exists():
         text = plain.read_text()
-    else:
+    elif packed.exists():
         import gzip
 
         text = gzip.decompress(packed.read_bytes()).decode()
-    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        return []
     latest = {}
-    for r in rows:  # a task measured twice (a rerun of a slice): the later row counts
-        latest[r["task"]] = r
-    rows = list(latest.values())
+    for line in text.splitlines():
+        if line.strip():
+            r = json.loads(line)
+            latest[r["task"]] = r
+    return list(latest.values())
+
+
+def compare(old_dir: Path, new_dir: Path) -> str:
+    """Per task, two benchmark folders (two evaluator versions, or two machines): median score and repeat spread of
+    each, the change, and whether it lies within the two runs' own repeatability (the larger max/min - 1 of the
+    two, or 2%, whichever is larger). Markdown, for a results README."""
+    old = {r["task"]: task_metrics(r) for r in load_rows(old_dir)}
+    new = {r["task"]: task_metrics(r) for r in load_rows(new_dir)}
+    lines = ["| task | old score | old dev | new score | new dev | change | within own repeatability |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    both = [k for k in sorted(old) if k in new and "score_median" in old[k] and "score_median" in new[k]]
+    within = 0
+    for k in both:
+        o, n = old[k], new[k]
+        change = n["score_median"] / o["score_median"] - 1
+        ok = abs(change) <= max(o["repeat_dev"], n["repeat_dev"], 0.02)
+        within += ok
+        lines.append(f"| {k} | {o['score_median']:.3f} | {o['repeat_dev']:.3f} | {n['score_median']:.3f} | "
+                     f"{n['repeat_dev']:.3f} | {change:+.1%} | {'yes' if ok else '**no**'} |")
+    only_old = sorted(k for k in old if k not in both)
+    only_new = sorted(k for k in new if k not in both)
+    lines += ["", f"{within} of {len(both)} tasks that both ran are within their own repeatability; "
+              f"not compared (no row, or a repeat failed) in old: {only_old}; in new: {only_new}"]
+    return "\n".join(lines) + "\n"
+
+
+def summarize(out_dir: Path) -> dict:
+    rows = load_rows(out_dir)
     ms = [(r, task_metrics(r)) for r in rows]
     rep = [m["repeat_dev"] for _, m in ms if "repeat_dev" in m]
     agr = [m["agree_dev"] for _, m in ms if "agree_dev" in m]
@@ -248,6 +282,10 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="Any public EvalConfig knob (repeatable), e.g. --set target_ci=0.")
     ap.add_argument("--summarize", type=Path, default=None, help="Only write summary.json/table.md of a folder.")
+    ap.add_argument("--compare", type=Path, nargs=2, default=None, metavar=("OLD", "NEW"),
+                    help="Only print a per-task comparison of two folders' rows (Markdown).")
+    ap.add_argument("--resume", action="store_true", help="Skip the tasks that already have a row in --out-dir "
+                    "(a run split over device calls, each cut short by its time limit, goes on where it stopped).")
     ap.add_argument("--only", default="", help="A slice i:j of the candidate list (split a run over calls), or a "
                     "comma list of indices.")
     ap.add_argument("--repeats", type=int, default=5)
@@ -270,6 +308,9 @@ def main() -> None:
     a = ap.parse_args()
     if a.summarize:
         print(json.dumps(summarize(a.summarize)["summary"], indent=1))
+        return
+    if a.compare:
+        print(compare(*a.compare), end="")
         return
     if a.out_dir is None:
         ap.error("--out-dir is required")
@@ -306,6 +347,10 @@ def main() -> None:
         cands = cands[i:j]
     elif a.only:
         cands = [cands[int(x)] for x in a.only.split(",")]
+    if a.resume:
+        done = {r["task"] for r in load_rows(a.out_dir)}
+        print(json.dumps({"resume_skips": sorted(t.key for t, _ in cands if t.key in done)}), flush=True)
+        cands = [(t, s) for t, s in cands if t.key not in done]
     t_stop = time.monotonic() + a.max_minutes * 60
     if a.device.startswith("cuda") and not a.no_prebuild:
         meta["prebuild"] = prebuild(cands, cfg, a.device)

@@ -1,0 +1,21 @@
+# Call 1 (nvidia-h100-x1, <= 585 s): version 20 on an H100. (1) the extensions of the benchmark's GPU seeds built
+# ahead in the background (nvcc on the CPU cores); (2) version 20's GPU tests (test_reference_variation,
+# test_devshare); (3) the CUDA red team in full, held clock; (4) the 35-task benchmark (issue 34 item 5) with the
+# time left, MoE first, 3 repeats and a 3x long run each.
+#   bash .calls/c1.sh 2>&1 | tee $OUT/c1.log      (carry [".whl", ".calls"])
+CALL=c1 DEADLINE=${DEADLINE:-585}
+source .calls/setup.sh
+mkdir -p /tmp/c1
+( python3 bench/evaluator_bench.py --device cuda:0 --out-dir /tmp/ebw/bench --prebuild-only > /tmp/c1/prebuild.log 2>&1
+  echo "prebuild rc $? at $((SECONDS - T0)) s" >> /tmp/c1/prebuild.log ) &
+PB=$!
+timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_reference_variation.py tests/test_devshare.py \
+    > /tmp/c1/gputests.log 2>&1
+echo "gpu tests rc $? at $((SECONDS - T0)) s"; tail -4 /tmp/c1/gputests.log | cut -c1-300
+KERNELRL_REDTEAM_CLOCK=held timeout 300 python3 -m pytest -q -s -m gpu -p no:cacheprovider \
+    tests/redteam/test_redteam_cuda.py > /tmp/c1/redteam_cuda.log 2>&1
+echo "redteam rc $? at $((SECONDS - T0)) s"; grep -E "passed|failed|FAILED|Error" /tmp/c1/redteam_cuda.log | cut -c1-300 | tail -8
+wait $PB; tail -c 900 /tmp/c1/prebuild.log
+tar -C /tmp -czf "$OUT/c1-tests.tgz" c1
+blane 3 3
+echo "call 1 ended at $((SECONDS - T0)) s"
