@@ -78,4 +78,9 @@ __version__ = "0.1.0"
 # the reference's worker there (worker_share.cmd_compare_kept), as the host judges it, instead of being run again
 # through the host (version 19: L2 3 took 105 s); a timing audit's call too (it was not judged on the device).
 # Other candidates score as in 19.
-EVALUATOR_VERSION = "kernelrl-eval-20"
+# Version 21: each side is timed on the better of its own two clocks (eager calls or CUDA-graph replay), whatever
+# the other side does (calibrate.capture_candidate): a candidate no longer goes eager because the reference's replays
+# measured slower, which on a tie was a coin (H100: the MinReduction seed 2.26 or 2.66 by evaluation). A candidate
+# that can be captured and replays faster than it runs eagerly scores higher where the reference is eager; one whose
+# eager calls are faster is timed eagerly against a replaying reference. Candidates timed as in 20 score as in 20.
+EVALUATOR_VERSION = "kernelrl-eval-21"

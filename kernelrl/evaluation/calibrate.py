@@ -84,6 +84,7 @@ class Calibration:
     ref_queue: float = 0.0  # EvalConfig.clock = "device": the reference's host queueing time of one span (k calls)
     k_held_cap: int = 1 << 30  # EvalConfig.clock = "held": the most calls whose launches queue behind a hold
     ref_dev_baseline_eager: float = 0.0  # EvalConfig.cuda_graphs: the held baseline of eager spans, kept
+    k_eager: int = 0  # EvalConfig.cuda_graphs: the calibrated k of eager spans, before graph_span_ms raised it
 
     @property
     def set_bytes(self) -> int:
@@ -183,10 +184,13 @@ def calibrate(s: Session) -> Calibration:
 def _capture_reference(s: Session, cal: Calibration) -> None:
     """EvalConfig.cuda_graphs, in calibration (no candidate code exists yet): the reference captures its graphs
     for the timed blocks' k and spans, and its clean held baseline is taken again on replays (the interference
-    check compares the paired spans with it, on the same clock). Not capturable: eager timing, said so.
+    check compares the paired spans with it, on the same clock). It is then timed on the better of its two clocks,
+    whatever the candidate does (version 13); not capturable, eagerly, said so. Either way the candidate may still
+    replay (version 21, capture_candidate), over the eager k when the reference is eager.
     GRAPH_SPAN_MS: k first grows to that much of the reference's GPU time (graph spans carry no launch
     queue, so the held clock's cap on k does not bind them); back to the eager k when either side is eager."""
-    cfg, k_eager = s.cfg, cal.k
+    cfg = s.cfg
+    k_eager = cal.k_eager = cal.k
     if GRAPH_SPAN_MS > 0 and cal.ref_dev_baseline > 0:
         cal.k = max(cal.k, min(MAX_CALLS_PER_ROUND, cal.k_mem,
                                round(GRAPH_SPAN_MS / 1000 / cal.ref_dev_baseline)))
@@ -194,6 +198,7 @@ def _capture_reference(s: Session, cal: Calibration) -> None:
     if not h.get("graph"):
         s.graphs = {"used": False, "why": f"reference: {h.get('why', 'not captured')}"}
         cal.k = k_eager
+        s.graph_k, s.graph_spans = k_eager, cal.spans  # what a candidate that can be captured replays
         return
     if cal.k != k_eager:
         s.graphs["k_eager"] = k_eager
@@ -209,29 +214,52 @@ def _capture_reference(s: Session, cal: Calibration) -> None:
     if cal.ref_dev_baseline > cal.ref_dev_baseline_eager:
         # Version 13: the reference is timed on the better of its two clocks, whatever the candidate does. Its
         # replays were slower than its eager calls (graph memory traffic, a replay's fixed cost on a GPU-bound
-        # model), so both sides stay eager: a candidate is never paid for the reference's worse clock.
+        # model): it stays eager, and a candidate is never paid for the reference's worse clock.
         _reference_eager(s, cal, k_eager, "reference: eager calls faster than graph replay")
+        s.graph_k = k_eager  # the candidate's graphs, if it replays, hold the eager spans' calls
 
 
 def capture_candidate(s: Session, cal: Calibration) -> None:
-    """EvalConfig.cuda_graphs, after the candidate's correctness trials: it captures its graphs over the same k
-    and spans, and both sides replay when it could. When it could not, the candidate is timed eagerly and the
-    reference keeps replaying (version 13), re-captured for the eager k: the reference's clock does not depend on
-    the candidate, so a candidate that refuses capture (a sync in forward, its own graph around a cuDNN RNN) is
-    not paid the launch overhead the reference pays eagerly; it pays its own (issue 32: an honest LSTM wrapped in
-    its own graph scored 2.6-3.3x against an eager reference, 1.0x against a replayed one). Only when the
-    re-capture fails are both sides eager, as before version 13, and ``timing.graphs.why`` says so."""
-    if not s.replay["ref"]:
+    """EvalConfig.cuda_graphs, after the candidate's correctness trials: each side is timed on the better of its
+    own two clocks, eager calls or graph replay, whatever the other side does. The reference chose in calibration
+    (``_capture_reference``); here the candidate captures its graphs over the same k and spans, and one held block
+    of each of its clocks chooses (version 21). Before it, a candidate replayed only when the reference did, and
+    the reference went eager whenever its replays were slower, even by noise: where its two clocks were a tie the
+    candidate's clock followed a coin (H100, the MinReduction seed: 2.26 eager and 2.66 replayed, one evaluation
+    in four; the triangular-matmul seed 0.04 and 0.67). A minimum of two clocks has no such step. The choice is the
+    candidate's own: it could always refuse capture and be timed eagerly, and either clock's timed blocks are
+    checked as ever. The reference's clock does not depend on the candidate (version 13): when the candidate
+    cannot be captured or its eager calls are faster, it is timed eagerly and a replaying reference keeps
+    replaying, re-captured for the eager k (``timing.graphs.ref_only``); both are eager only when neither replays
+    faster or the re-capture fails (``timing.graphs.why``). Issue 32: an honest LSTM wrapped in its own graph
+    scored 2.6-3.3x against an eager reference, 1.0x against a replayed one."""
+    if not s.graph_k:
         return
+    why = ""
+    k_e = min(cal.k_eager or cal.k, cal.k_held_cap)  # the calls an eager span's launch queue allows
+    eager = statistics.median(s.block_held(s.cand, k_e, cal.spans)) / k_e
+    s.trim(cal.set_bytes, s.cand)  # that block's sets, before the graphs' own
     # recording costs about what running does on the host, plus two eager warm-up calls
     h = s.capture(s.cand, s.graph_k, s.graph_spans, run_timeout(s, cal, s.graph_k * s.graph_spans + 2))
     if h.get("graph"):
         s.replay["cand"] = True
-        s.queue["go"]["cand"].clear()
-        s.queue["stage"]["cand"].clear()
-        s.graphs.update(used=True, cand_capture_s=round(float(h.get("capture_s") or 0.0), 4))
+        s.graphs["cand_capture_s"] = round(float(h.get("capture_s") or 0.0), 4)
+        replay = statistics.median(s.block_held(s.cand, s.graph_k, s.graph_spans)) / s.graph_k
+        s.graphs.update(cand_eager_ms=round(eager * 1e3, 6), cand_graph_ms=round(replay * 1e3, 6))
+        for kind in ("go", "stage"):  # the eager block's queueing times do not size the replays' holds
+            s.queue[kind]["cand"].clear()
+        if replay <= eager:
+            s.graphs.update(used=s.replay["ref"], cand_replays=True)
+            return
+        s.replay["cand"] = False
+        s.trim(cal.set_bytes, s.cand, graphs=True)
+        why = "candidate: eager calls faster than graph replay"
+    else:
+        why = f"candidate: {str(h.get('why', 'not captured'))[:300]}"
+    s.queue["go"]["cand"].clear()  # sized again by the timed blocks' eager spans
+    if not s.replay["ref"]:  # the reference is eager too (its own choice, or it could not be captured)
+        s.graphs.update(used=False, why=f"{s.graphs.get('why', 'reference eager')}; {why}")
         return
-    why = f"candidate: {str(h.get('why', 'not captured'))[:300]}"
     if _reference_replays_alone(s, cal):
         s.graphs.update(used=False, ref_only=True, why=why)
         return
@@ -240,8 +268,8 @@ def capture_candidate(s: Session, cal: Calibration) -> None:
 
 
 def _reference_eager(s: Session, cal: Calibration, k: int, why: str) -> None:
-    """Both sides eager: the reference's eager baseline and ``k`` calls a span; its replay queueing times no longer
-    size the holds."""
+    """The reference eager: its eager baseline and ``k`` calls a span; its replay queueing times no longer size the
+    holds, and its graphs (a block's sets and outputs) are dropped."""
     s.replay["ref"] = False
     # its graphs (a block's sets and outputs) are not replayed again: large ones give their memory back
     s.trim(cal.set_bytes, s.ref, graphs=True)

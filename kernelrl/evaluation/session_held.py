@@ -198,20 +198,27 @@ class HeldPhases:
 
     def ref_block_held(self, k: int, spans: int) -> list[float]:
         """ref_block on the held clock: the reference's GPU seconds of ``spans`` held spans of ``k`` calls."""
+        return self.block_held(self.ref, k, spans)
+
+    def block_held(self, worker: WorkerProcess, k: int, spans: int) -> list[float]:
+        """One side alone on the held clock (the other idle or frozen): its GPU seconds of ``spans`` held spans of
+        ``k`` calls, replayed when the side replays and ``k`` and ``spans`` are its graphs'. The candidate's is only
+        a choice between its own two clocks (calibrate.capture_candidate); its timed blocks are checked as ever."""
         tmo = self._left(self.cfg.max_wall_s)
         hold = self.holds()
-        hs, _ = self.held_harness(self.ref, {"cmd": "stage", "seed": self.rng.randrange(2**31), "k": k * spans},
+        hs, _ = self.held_harness(worker, {"cmd": "stage", "seed": self.rng.randrange(2**31), "k": k * spans},
                                   tmo, hold["stage"])
-        self.note_queue("stage", self.ref, hs)
-        out = []
-        self.queue_full = False
+        self.note_queue("stage", worker, hs)
+        out, full = [], False
         for _ in range(spans):
-            _, _, reply = self.go(self.ref, k, tmo, self.queue0["go"], hold_s=hold["go"])
-            self.note_queue("go", self.ref, reply)
+            _, _, reply = self.go(worker, k, tmo, self.queue0["go"], hold_s=hold["go"])
+            self.note_queue("go", worker, reply)
             out.append(reply["phase"].work)
             # queueing as long as the hold: the launch queue filled and the host waited for the GPU (see calibrate)
-            self.queue_full |= reply_seconds(reply, "queued_s", 0.0) >= 0.9 * reply["phase"].nominal
-        hd, _ = self.held_harness(self.ref, {"cmd": "digest", "dseed": self.rng.randrange(2**40), "calls": []}, tmo,
+            full |= reply_seconds(reply, "queued_s", 0.0) >= 0.9 * reply["phase"].nominal
+        if worker is self.ref:
+            self.queue_full = full
+        hd, _ = self.held_harness(worker, {"cmd": "digest", "dseed": self.rng.randrange(2**40), "calls": []}, tmo,
                                   hold["digest"])
-        self.note_queue("digest", self.ref, hd)
+        self.note_queue("digest", worker, hd)
         return out
