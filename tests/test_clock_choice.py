@@ -2,8 +2,8 @@
 the other side does (kernelrl/evaluation/calibrate.py: _capture_reference, capture_candidate).
 
 Why: up to version 20 the candidate replayed only when the reference did, and the reference went eager whenever its
-replays measured slower, even by noise. On the H100 the MinReduction seed then scored 2.26 (both eager) in one
-evaluation in four and 2.66 (both replayed) in the others, its reference's two clocks a tie (23.5 and 24.0 us a
+replays measured slower, even by noise. On the H100 the MinReduction seed then scored 2.26 (both eager) in 3 of 11
+evaluations and 2.66 (both replayed) in the others, its reference's two clocks a tie (23.5 and 24.0 us a
 call); the triangular-matmul seed 0.04 and 0.67 (bench/results/2026-12-05-h100-evaluator-v20).
 
 The choice runs only on CUDA's held clock; these tests drive the real functions with a session whose workers are

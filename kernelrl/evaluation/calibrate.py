@@ -225,8 +225,8 @@ def capture_candidate(s: Session, cal: Calibration) -> None:
     (``_capture_reference``); here the candidate captures its graphs over the same k and spans, and one held block
     of each of its clocks chooses (version 21). Before it, a candidate replayed only when the reference did, and
     the reference went eager whenever its replays were slower, even by noise: where its two clocks were a tie the
-    candidate's clock followed a coin (H100, the MinReduction seed: 2.26 eager and 2.66 replayed, one evaluation
-    in four; the triangular-matmul seed 0.04 and 0.67). A minimum of two clocks has no such step. The choice is the
+    candidate's clock followed a coin (H100, the MinReduction seed: 2.26 eager in 3 of 11 evaluations, else 2.66
+    replayed; the triangular-matmul seed 0.04 and 0.67). A minimum of two clocks has no such step. The choice is the
     candidate's own: it could always refuse capture and be timed eagerly, and either clock's timed blocks are
     checked as ever. The reference's clock does not depend on the candidate (version 13): when the candidate
     cannot be captured or its eager calls are faster, it is timed eagerly and a replaying reference keeps
