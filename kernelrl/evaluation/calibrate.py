@@ -84,7 +84,6 @@ class Calibration:
     ref_queue: float = 0.0  # EvalConfig.clock = "device": the reference's host queueing time of one span (k calls)
     k_held_cap: int = 1 << 30  # EvalConfig.clock = "held": the most calls whose launches queue behind a hold
     ref_dev_baseline_eager: float = 0.0  # EvalConfig.cuda_graphs: the held baseline of eager spans, kept
-    k_eager: int = 0  # EvalConfig.cuda_graphs: the calibrated k of eager spans, before graph_span_ms raised it
 
     @property
     def set_bytes(self) -> int:
@@ -189,8 +188,7 @@ def _capture_reference(s: Session, cal: Calibration) -> None:
     replay (version 21, capture_candidate), over the eager k when the reference is eager.
     GRAPH_SPAN_MS: k first grows to that much of the reference's GPU time (graph spans carry no launch
     queue, so the held clock's cap on k does not bind them); back to the eager k when either side is eager."""
-    cfg = s.cfg
-    k_eager = cal.k_eager = cal.k
+    cfg, k_eager = s.cfg, cal.k
     if GRAPH_SPAN_MS > 0 and cal.ref_dev_baseline > 0:
         cal.k = max(cal.k, min(MAX_CALLS_PER_ROUND, cal.k_mem,
                                round(GRAPH_SPAN_MS / 1000 / cal.ref_dev_baseline)))
@@ -235,8 +233,7 @@ def capture_candidate(s: Session, cal: Calibration) -> None:
     scored 2.6-3.3x against an eager reference, 1.0x against a replayed one."""
     if not s.graph_k:
         return
-    why = ""
-    k_e = min(cal.k_eager or cal.k, cal.k_held_cap)  # the calls an eager span's launch queue allows
+    k_e = cal.k_held_cap  # the calls an eager span's launch queue allows (calibration's k, before graph_span_ms)
     eager = statistics.median(s.block_held(s.cand, k_e, cal.spans)) / k_e
     s.trim(cal.set_bytes, s.cand)  # that block's sets, before the graphs' own
     # recording costs about what running does on the host, plus two eager warm-up calls
@@ -256,9 +253,9 @@ def capture_candidate(s: Session, cal: Calibration) -> None:
         why = "candidate: eager calls faster than graph replay"
     else:
         why = f"candidate: {str(h.get('why', 'not captured'))[:300]}"
-    s.queue["go"]["cand"].clear()  # sized again by the timed blocks' eager spans
-    if not s.replay["ref"]:  # the reference is eager too (its own choice, or it could not be captured)
-        s.graphs.update(used=False, why=f"{s.graphs.get('why', 'reference eager')}; {why}")
+        s.queue["go"]["cand"].clear()  # sized again by the timed blocks' eager spans
+    if not s.replay["ref"]:  # the reference is eager too (its own choice, or it could not be captured): said why
+        s.graphs.update(used=False, why=f"{s.graphs['why']}; {why}")
         return
     if _reference_replays_alone(s, cal):
         s.graphs.update(used=False, ref_only=True, why=why)
