@@ -1,4 +1,4 @@
-# Call 1 (nvidia-h200, <= 585 s; the H100 did not come): version 21 on a GPU in full, then KernelBench at 21.
+# Call 1 (nvidia-h200 asked after the H100 did not come; it ran on an H100, <= 585 s): version 21 on a GPU in full, then KernelBench at 21.
 # (1) every GPU test outside the red team (version 21's two new ones in tests/test_clock_choice.py: a candidate
 # replaying against a reference that cannot be captured, and against one whose choice went eager, forced);
 # (2) the CUDA red team in full, held clock; (3) with the time left, KernelBench L2 3 and 77 in both torch.compile
