@@ -186,11 +186,14 @@ def test_on_a_gpu_a_reference_that_cannot_be_captured_leaves_a_capturable_candid
     assert r.success and r.speedup > 0.9, _gpu_info(r)
     assert g.get("cand_replays") is True and not g.get("used") and "last" in str(g.get("why")), _gpu_info(r)
     assert g["cand_graph_ms"] <= g["cand_eager_ms"], _gpu_info(r)
-    # its self-pair cannot be captured on either side: one clock, about 1.0
+    # Its self-pair cannot be captured on either side: one clock, eager, near 1.0. Sixty launches of ~2 us a call
+    # are the eager clock at its noisiest: the same calls measured 0.113-0.144 ms a call in one session's blocks
+    # (H100, 2026-12-06: this self-pair 1.11), which is why a side that can replay is timed on replays.
     s = evaluate(UNCAPTURABLE, UNCAPTURABLE + "\n\nclass ModelNew(Model):\n    pass\n", GPU_CFG)
     gs = s.timing.get("graphs") or {}
     print("uncapturable self-pair:", _gpu_info(s))
-    assert s.success and 0.9 <= s.speedup <= 1.1 and not gs.get("cand_replays"), _gpu_info(s)
+    assert s.success and 0.8 <= s.speedup <= 1.25 and not gs.get("cand_replays"), _gpu_info(s)
+    assert "candidate: forward binds" in str(gs.get("why")), _gpu_info(s)
 
 
 @pytest.mark.gpu

@@ -180,7 +180,14 @@ def test_large_sets_give_their_cached_memory_back_between_phases(monkeypatch):
     monkeypatch.setattr(S, "TRIM_MIN_BYTES", 256 * 1024**2)  # this task's set: 128 MiB in, 128 MiB out
     r = evaluate(BIG_TASK, BIG_GOOD, GPU)
     t = r.timing.get("trimmed_mib") or {}
-    assert r.correct and len(t.get("ref", [])) == 2 and len(t.get("cand", [])) == 1, r.to_dict()
+    # The reference: after calibration and after correctness, and once more (with its graphs) where its eager calls
+    # measured faster than its replays. The candidate: after correctness and after version 21's choice block (its
+    # eager block's sets, before its graphs' own), and once more (with its graphs) where its eager calls won.
+    # A 128 MiB element-wise task's two clocks are a tie, so either side may go either way (H100, 2026-12-06).
+    why = str((r.timing.get("graphs") or {}).get("why"))
+    n_ref = 2 + ("reference: eager calls faster" in why)
+    n_cand = 2 + ("candidate: eager calls faster" in why)
+    assert r.correct and len(t.get("ref", [])) == n_ref and len(t.get("cand", [])) == n_cand, r.to_dict()
     assert all(after <= before for role in t.values() for before, after in role), t
     assert t["ref"][0][1] < t["ref"][0][0], t  # calibration's staged sets went back to the driver
     monkeypatch.setattr(S, "TRIM_MIN_BYTES", 1024**3)
