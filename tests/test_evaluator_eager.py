@@ -101,7 +101,12 @@ class ModelNew(nn.Module):
 
 
 def test_a_candidate_that_fails_only_in_the_eager_phase_keeps_its_evaluation():
-    r = evaluate(get_task("02_Softmax"), _FAILS_EAGERLY, FAST)
+    # Evaluated again (at most twice) when the host slowed the reference, as the fixture above does: one full make
+    # test run on the 2-core VM (2026-12-06) zeroed this one so; what it checks is the eager phase.
+    for _ in range(3):
+        r = evaluate(get_task("02_Softmax"), _FAILS_EAGERLY, FAST)
+        if "reference-slowed" not in r.flags:
+            break
     assert r.success and r.speedup > 0 and r.speedup == round_toward_one(r.timing["score_raw"]), r.to_dict()
     # no flag from the eager phase; the timing's own information flags come and go with the VM's load (a full
     # make test run on the 2-core VM with other tests beside it saw harness-time-excess here)
