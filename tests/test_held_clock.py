@@ -366,6 +366,17 @@ def test_the_fixed_cost_of_a_held_span_is_the_smaller_sides_median_empty_span():
     assert held_span_overhead([0.284e-3] * 4, [0.285e-3] * 4, [4.8e-3] * 8, [0.41e-3] * 8) == pytest.approx(0.284e-3)
 
 
+def test_a_bound_span_overhead_cap_is_reported():
+    from kernelrl.evaluation.held import held_span_overhead, span_overhead_capped
+
+    ref_go, cand_go = [2.0e-3] * 8, [1.0e-3] * 8  # spans of k calls, ms-scale: the candidate's is the shorter
+    assert not span_overhead_capped([0.284e-3] * 4, [0.285e-3] * 4, ref_go, cand_go)  # the usual 0.28 ms
+    # empty spans as long as most of the candidate's span: the cap (0.8 of it) is what is taken off, and said so
+    assert span_overhead_capped([0.9e-3] * 4, [0.95e-3] * 4, ref_go, cand_go)
+    assert held_span_overhead([0.9e-3] * 4, [0.95e-3] * 4, ref_go, cand_go) == pytest.approx(0.8e-3)
+    assert not span_overhead_capped([0.9e-3] * 2, [0.95e-3] * 4, ref_go, cand_go)  # too few empties: nothing taken
+
+
 def test_held_span_overhead_is_on():
     from kernelrl.evaluation import timing
 

@@ -343,6 +343,18 @@ def held_span_overhead(empty_ref: list[float], empty_cand: list[float], go_ref: 
     return max(0.0, min(o, cap * statistics.median(go_ref), cap * statistics.median(go_cand)))
 
 
+def span_overhead_capped(empty_ref: list[float], empty_cand: list[float], go_ref: list[float],
+                         go_cand: list[float]) -> bool:
+    """Report only: whether SPAN_OVERHEAD_CAP bound held_span_overhead, so the score rests on the cap, not on the
+    empty spans. Seen on the H100 (2026-12-06, bench/results/2026-12-06-h100-evaluator-v21): a launch-bound eager
+    reference against the same calls replayed scored 4.34 where its siblings scored 1.97-2.09, its candidate's time
+    exactly 0.2 of its raw replay time."""
+    if min(len(empty_ref), len(empty_cand)) < 3 or not go_ref or not go_cand:
+        return False
+    o = min(statistics.median(empty_ref), statistics.median(empty_cand))
+    return o > SPAN_OVERHEAD_CAP * min(statistics.median(go_ref), statistics.median(go_cand))
+
+
 def held_info(book: HeldBook, k: int) -> dict:
     """timing's keys for the held clock: medians per span (ms) and the charges per call (ms)."""
     go = book.pairs["go"]

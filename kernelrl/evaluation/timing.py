@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from kernelrl.evaluation.calibrate import calls_per_span, uses_device_clock, device_spin, uses_held_clock, run_timeout
 from kernelrl.evaluation.compare import compare_digests
 from kernelrl.evaluation.held import (EMPTY_HOLD_S, SPAN_BIAS_SHARE, charges, held_info, held_span_overhead, pair_times,
-                                      settle_more)
+                                      settle_more, span_overhead_capped)
 from kernelrl.evaluation.result import CandidateFailed, EvalResult
 from kernelrl.evaluation.session_held import reply_seconds
 from kernelrl.evaluation.stats import PairedStats, bucket_stats, paired_stats, paired_totals, robust_sd
@@ -401,6 +401,11 @@ def timed_blocks(s: Session, result: EvalResult, cal: Calibration) -> tuple[Pair
             info.update(empty_span_ms_ref=round(statistics.median(empties["ref"]) * 1e3, 4),
                         empty_span_ms_cand=round(statistics.median(empties["cand"]) * 1e3, 4),
                         span_overhead_ms=round(span_overhead() * 1e3, 4))
+            # report only: every counted block's empty spans (the median above hides a run of slow ones) and
+            # whether SPAN_OVERHEAD_CAP bound (then the score rests on the cap; H100 2026-12-06: a 2x score)
+            info["empty_spans_ms"] = {r: [round(e * 1e3, 4) for e in empties[r][:24]] for r in ("ref", "cand")}
+            if span_overhead_capped(empties["ref"], empties["cand"], go["ref"], go["cand"]):
+                info["span_overhead_capped"] = True
         cand_med = statistics.median(go["cand"]) if go["cand"] else 0.0
         ch = charges(s.book, "go")
         if ch["stretch"] + ch["outside"] > 0.05 * cand_med:
