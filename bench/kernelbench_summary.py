@@ -16,7 +16,8 @@ failure: the evaluator disagreeing with itself), ``failures``
 ``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the report's own tables,
 ``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, the median compile time
 at the first call, reported apart, and its failures by the same causes, "reference is rounding" among them),
-``evaluator_versions`` (rows per evaluator version: a merge may span a version bump), tasks.md, and rows.json.gz:
+``evaluator_versions`` (rows per evaluator version: a merge may span a version bump), ``devices`` (evaluated rows
+per GPU: a merge across kinds is refused without ``--mixed-devices``), tasks.md, and rows.json.gz:
 the merged rows without their code, which a later merge takes as one of its reports (lane reports of a device call
 are not kept forever). Without a ``baseline:self`` source the self-pair figures are None and the baselines are
 still summarised.
@@ -86,6 +87,14 @@ def slim(report: dict, inputs: list[str]) -> dict:
                         for s in report["sources"]]}
 
 
+def devices(report: dict) -> dict[str, int]:
+    """Evaluated rows per GPU (the rows' ``device_type``: "NVIDIA H100 80GB HBM3", "NVIDIA H200", "cpu"; "unknown"
+    for rows that do not say). Scores of one task on two kinds of GPU differ by the GPU (2026-12-06: calls asked for
+    an H200 came on H100s), so one table holds one kind; main refuses a merge across kinds unless told."""
+    return dict(sorted(Counter(str(r.get("device_type") or "unknown") for s in report["sources"] for r in s["rows"]
+                               if r.get("evaluated") is not False).items()))
+
+
 def summarise(report: dict) -> dict:
     sources = {s["label"]: s["rows"] for s in report["sources"]}
     if not sources:
@@ -127,7 +136,8 @@ def summarise(report: dict) -> dict:
             "failures": {k: {"count": len(v), "tasks": v} for k, v in sorted(failures.items())},
             "median_eval_wall_s": percentile(walls, 0.5) if walls else None,
             "max_eval_wall_s": max(walls, default=None),
-            "evaluations": len(walls), "evaluator_versions": dict(sorted(versions.items())), "baselines": baselines,
+            "evaluations": len(walls), "evaluator_versions": dict(sorted(versions.items())),
+            "devices": devices(report), "baselines": baselines,
             "goals": {"self_within_2pct": 0.98, "self_fatal_flags": 0, "max_eval_wall_s": 60.0}}
 
 
@@ -162,9 +172,16 @@ def main() -> int:
                     help="report.json (or .json.gz) of kernelrl bench over the KernelBench suite, or an earlier "
                     "summary's rows.json.gz (several: merged, later over earlier)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--mixed-devices", action="store_true",
+                    help="merge rows of different GPUs into one table (refused without it: a score depends on the GPU)")
     a = ap.parse_args()
     report = merge([json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_text())
                     for p in a.report])
+    kinds = [d for d in devices(report) if d != "unknown"]
+    if len(kinds) > 1 and not a.mixed_devices:
+        print(f"error: these reports hold rows of {len(kinds)} kinds of device ({', '.join(kinds)}): one table holds "
+              "one kind; summarise each apart, or pass --mixed-devices to merge them all the same", file=sys.stderr)
+        return 2
     a.out.mkdir(parents=True, exist_ok=True)
     s = summarise(report)
     (a.out / "summary.json").write_text(json.dumps(s, indent=1))

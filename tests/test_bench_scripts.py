@@ -212,6 +212,21 @@ def test_kernelbench_summary_keeps_its_merged_rows_as_the_input_of_a_later_merge
     assert s2["tasks"] == 2 and s2["not_evaluated"] == [] and comp["tables"]["all"]["n"] == 2
     assert comp["tables"]["all"]["mean"] == pytest.approx(1.1) and comp["first_call_s_median"] == 3.0
     assert s2["baselines"]["torch.compile reduce-overhead"]["tables"]["all"]["n"] == 1
+    assert s2["devices"] == {"unknown": 3}  # rows that do not name their GPU
+    # rows of two kinds of GPU make two tables: the merge is refused unless asked for
+    for rep, dev in ((one, "NVIDIA H200"), (two, "NVIDIA H100 80GB HBM3")):
+        for r in (r for src in rep["sources"] for r in src["rows"]):
+            r["device_type"] = dev
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    (tmp_path / "two.json").write_text(json.dumps(two))
+    args = [*script, str(tmp_path / "one.json"), str(tmp_path / "two.json"), "--out", str(tmp_path / "s3")]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 2 and "2 kinds of device" in r.stderr and not (tmp_path / "s3").exists(), r.stderr
+    r = subprocess.run([*args, "--mixed-devices"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    s3 = json.loads((tmp_path / "s3" / "summary.json").read_text())
+    # torch.compile's b from two (its row in one was not evaluated), a of both sources from one
+    assert s3["devices"] == {"NVIDIA H100 80GB HBM3": 1, "NVIDIA H200": 2}
 
 
 def _phase(name: str, workers: int, service: list, rate: float) -> dict:
