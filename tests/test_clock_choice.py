@@ -18,6 +18,7 @@ import pytest
 
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import calibrate as C
+from kernelrl.evaluation import evaluate
 
 
 class FakeSession:
@@ -174,12 +175,6 @@ def _gpu_info(r) -> str:
 
 @pytest.mark.gpu
 def test_on_a_gpu_a_reference_that_cannot_be_captured_leaves_a_capturable_candidate_replaying():
-    import torch
-
-    from kernelrl.evaluation import evaluate
-
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
     r = evaluate(UNCAPTURABLE, UNCAPTURABLE + CHAIN_CAND, GPU_CFG)
     g = r.timing.get("graphs") or {}
     print("uncapturable reference, capturable candidate:", _gpu_info(r))
@@ -201,12 +196,6 @@ def test_on_a_gpu_a_reference_that_chose_eager_leaves_a_capturable_candidate_rep
     """The reference's choice made eager (what its coin gave the MinReduction seed in 3 of 11 evaluations at version
     20), on a task whose replays are faster: the candidate (the same code) still replays, and the score is the
     reference's eager time over the candidate's replays, within the blocks' noise."""
-    import torch
-
-    from kernelrl.evaluation import evaluate
-
-    if not torch.cuda.is_available():
-        pytest.skip("needs CUDA")
     orig = C._capture_reference
 
     def eager_reference(s, cal):

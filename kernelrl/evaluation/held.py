@@ -330,17 +330,24 @@ EMPTY_HOLD_S = 1e-3  # an empty span's hold: outlasts the worker's request and i
 SPAN_OVERHEAD_CAP = 0.8
 
 
+def _span_overhead_and_cap(empty_ref: list[float], empty_cand: list[float], go_ref: list[float],
+                           go_cand: list[float]) -> tuple[float, float] | None:
+    """The smaller side's median empty span and SPAN_OVERHEAD_CAP of the shorter side's median span; None with
+    fewer than 3 empty spans on either side or no spans."""
+    if min(len(empty_ref), len(empty_cand)) < 3 or not go_ref or not go_cand:
+        return None
+    o = min(statistics.median(empty_ref), statistics.median(empty_cand))
+    return o, SPAN_OVERHEAD_CAP * min(statistics.median(go_ref), statistics.median(go_cand))
+
+
 def held_span_overhead(empty_ref: list[float], empty_cand: list[float], go_ref: list[float],
                        go_cand: list[float]) -> float:
     """What the held clock takes off every span of both sides (HELD_SPAN_OVERHEAD): the smaller of the
     two sides' median empty span (GO, the worker's wait, DONE, the two context switches; no call), so the
     candidate can only lower it; 0 with fewer than 3 of either; at most SPAN_OVERHEAD_CAP of the shorter side's
     median span (~0.28 ms against 0.4-10 ms spans on the H100)."""
-    if min(len(empty_ref), len(empty_cand)) < 3 or not go_ref or not go_cand:
-        return 0.0
-    o = min(statistics.median(empty_ref), statistics.median(empty_cand))
-    cap = SPAN_OVERHEAD_CAP
-    return max(0.0, min(o, cap * statistics.median(go_ref), cap * statistics.median(go_cand)))
+    oc = _span_overhead_and_cap(empty_ref, empty_cand, go_ref, go_cand)
+    return 0.0 if oc is None else max(0.0, min(oc))
 
 
 def span_overhead_capped(empty_ref: list[float], empty_cand: list[float], go_ref: list[float],
@@ -349,10 +356,8 @@ def span_overhead_capped(empty_ref: list[float], empty_cand: list[float], go_ref
     empty spans. Seen on the H100 (2026-12-06, bench/results/2026-12-06-h100-evaluator-v21): a launch-bound eager
     reference against the same calls replayed scored 4.34 where its siblings scored 1.97-2.09, its candidate's time
     exactly 0.2 of its raw replay time."""
-    if min(len(empty_ref), len(empty_cand)) < 3 or not go_ref or not go_cand:
-        return False
-    o = min(statistics.median(empty_ref), statistics.median(empty_cand))
-    return o > SPAN_OVERHEAD_CAP * min(statistics.median(go_ref), statistics.median(go_cand))
+    oc = _span_overhead_and_cap(empty_ref, empty_cand, go_ref, go_cand)
+    return oc is not None and oc[0] > oc[1]
 
 
 def held_info(book: HeldBook, k: int) -> dict:
