@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from kernelrl.evaluation.calibrate import calls_per_span, uses_device_clock, device_spin, uses_held_clock, run_timeout
 from kernelrl.evaluation.compare import compare_digests
-from kernelrl.evaluation.held import (EMPTY_HOLD_S, SPAN_BIAS_SHARE, charges, held_info, held_span_overhead, pair_times,
-                                      settle_more, span_overhead_capped)
+from kernelrl.evaluation.held import (EMPTY_HOLD_S, SPAN_BIAS_SHARE, charges, empty_floor, held_info,
+                                      held_span_overhead, pair_times, settle_more, span_overhead_capped)
 from kernelrl.evaluation.result import CandidateFailed, EvalResult
 from kernelrl.evaluation.session_held import reply_seconds
 from kernelrl.evaluation.stats import PairedStats, bucket_stats, paired_stats, paired_totals, robust_sd
@@ -398,11 +398,12 @@ def timed_blocks(s: Session, result: EvalResult, cal: Calibration) -> tuple[Pair
         if settled_from:
             info["settle_from_rounds"] = settled_from
         if empties["ref"] and empties["cand"]:
-            info.update(empty_span_ms_ref=round(statistics.median(empties["ref"]) * 1e3, 4),
-                        empty_span_ms_cand=round(statistics.median(empties["cand"]) * 1e3, 4),
+            # each side's fixed span cost (held.empty_floor: the lower quartile of its empty spans; the median up to 21)
+            info.update(empty_span_ms_ref=round(empty_floor(empties["ref"]) * 1e3, 4),
+                        empty_span_ms_cand=round(empty_floor(empties["cand"]) * 1e3, 4),
                         span_overhead_ms=round(span_overhead() * 1e3, 4))
             # report only: every counted block's empty spans (the median above hides a run of slow ones) and
-            # whether SPAN_OVERHEAD_CAP bound (then the score rests on the cap; H100 2026-12-06: a 2x score)
+            # whether SPAN_OVERHEAD_CAP bound (then the score rests on the cap; H100 2026-12-06, v21: a 2x score)
             info["empty_spans_ms"] = {r: [round(e * 1e3, 4) for e in empties[r][:24]] for r in ("ref", "cand")}
             if span_overhead_capped(empties["ref"], empties["cand"], go["ref"], go["cand"]):
                 info["span_overhead_capped"] = True
