@@ -83,8 +83,8 @@ __version__ = "0.1.0"
 # measured slower, which on a tie was a coin (H100: the MinReduction seed 2.26 or 2.66 by evaluation). A candidate
 # that can be captured and replays faster than it runs eagerly scores higher where the reference is eager; one whose
 # eager calls are faster is timed eagerly against a replaying reference. Candidates timed as in 20 score as in 20.
-# Version 22: the held clock's fixed span cost (held_span_overhead) is each side's lower quartile of its empty spans,
-# held 5 ms (held.EMPTY_HOLD_S, was 1 ms), where it was their median: on a loaded H100 host (nvcc beside it, or 16
-# busy loops) up to half the empty spans took a late worker's wake-up in, and an honest 2x pair scored 4.34 and 3.16
-# (held.empty_floor). On a quiet host the floor is within ~0.5% of the median: scores move by less than that.
+# Version 22: the held clock's fixed span cost (held_span_overhead) is each side's lower quartile of its empty spans
+# (held.empty_floor), where it was their median: on a loaded H100 host (nvcc beside it, or 16 busy loops) up to 5 of 8
+# empty spans took a late worker's wake-up in, and an honest 2x pair scored 4.34 and 3.16; with the quartile 1.77-2.09
+# there. On a quiet host the floor is within ~0.5% of the median: scores move by less than that.
 EVALUATOR_VERSION = "kernelrl-eval-22"

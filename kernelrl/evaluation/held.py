@@ -320,14 +320,13 @@ def settle_more(book: HeldBook, rounds: int, min_rounds: int) -> bool:
     return rounds < 2 * min_rounds and any(v > 0 for kind in book.pairs for v in charges(book, kind).values())
 
 
-# An empty span's hold (hold_plan adds 0.5 ms): it must outlast the worker's request and its GO wait, and on a loaded
-# host the worker's wake-up is what takes long. 1 ms (up to version 21) held on a quiet H100 host, but with nvcc
-# building beside the evaluation or 16 busy loops on the 16 cores, 2-4 of 8 blocks' empty spans read 2-10 ms (the
-# worker's GO and DONE came after the hold: host time on the clock), the overhead taken off every span rose from
-# 0.283 to 0.71 ms, SPAN_OVERHEAD_CAP bound, and an honest 2x pair scored 4.34 and 3.16 (2026-12-06 H100, call 4 of
-# bench/results/2026-12-06-h100-evaluator-v21). At 5 ms: 16 of 16 clean beside nvcc, 14 of 16 among the busy loops,
-# and the pair scored 2.07 and 2.02 (1.87-2.10 on a quiet host). Two such holds a block cost ~10 ms of wall time.
-EMPTY_HOLD_S = 5e-3
+# An empty span's hold (hold_plan adds 0.5 ms): it should outlast the worker's request and its GO wait. On a quiet
+# H100 host 1 ms does; with nvcc building beside the evaluation or 16 busy loops on the 16 cores, 2-5 of 8 blocks'
+# empty spans read 2-10 ms (a late worker's wait on the clock; 2026-12-06 H100, calls 4 and 7 of
+# bench/results/2026-12-06-h100-evaluator-v21 and -v22), which empty_floor (version 22) leaves out. 5 ms made such
+# spans rare (2 of 16 among the busy loops) but stretched a fast task's go holds from 1.1 to ~5 ms on the same machine
+# (the red team's early_done: 2.99 at 1 ms, 1.32-1.4 at 5 ms; calls 5-7 there), not yet understood: kept at 1 ms.
+EMPTY_HOLD_S = 1e-3
 
 
 # The most held_span_overhead takes off a side's median span: a guard against a broken measurement. It was 0.5 in
