@@ -324,9 +324,9 @@ def settle_more(book: HeldBook, rounds: int, min_rounds: int) -> bool:
 # H100 host 1 ms does; with nvcc building beside the evaluation or 16 busy loops on the 16 cores, 2-5 of 8 blocks'
 # empty spans read 2-10 ms (a late worker's wait on the clock; 2026-12-06 H100, calls 4 and 7 of
 # bench/results/2026-12-06-h100-evaluator-v21 and -v22), which empty_floor (version 22) leaves out. 5 ms made such
-# spans rarer (16 of 128 against 58 of 128) and moved no honest case, but the red team's early_done (DONE written
-# before its calls) then read ~5 ms span holds and 1.3-1.4 where it read 1.1 ms and 2.99 at 1 ms on the same machine
-# (calls 5-7 there; not understood): kept at 1 ms, where the whole red team last passed (version 21).
+# spans rarer on a loaded host (16 of 128 against 45 of 96) and moved no honest case, but the red team's early_done
+# (DONE written before its calls) then read ~5 ms span holds and 1.3-1.4 where it read 1.1 ms and 2.99 at 1 ms on the
+# same machine (calls 5-7 there; not understood): kept at 1 ms, where the whole red team last passed (version 21).
 EMPTY_HOLD_S = 1e-3
 
 
