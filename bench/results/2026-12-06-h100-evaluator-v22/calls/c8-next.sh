@@ -1,6 +1,6 @@
 # Call 8 (next session; written 2026-12-06, not run): version 22 as committed (1 ms empty hold, the quartile) in full
 # on a quiet machine, then the 35-task benchmark's last 12 tasks (~28 s each: ~8 fit). Prepare: .whl (bash
-# bench/gpu_site.sh); calls/setup.sh and this file (as c8.sh) into .calls/;
+# bench/gpu_site.sh); ../2026-12-06-h100-evaluator-v21/calls/setup.sh and this file (as c8.sh) into .calls/;
 # ../2026-12-06-h100-evaluator-v21/raw/c4/rows.jsonl into .calls/done/rows.jsonl; carry [".whl", ".calls"].
 #   bash .calls/c8.sh 2>&1 | tee $OUT/c8.log
 # Commit $OUT under raw/c8/; then c9 = this file's blane line alone for what is left, and summarize/compare as the
