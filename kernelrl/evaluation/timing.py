@@ -402,7 +402,7 @@ def timed_blocks(s: Session, result: EvalResult, cal: Calibration) -> tuple[Pair
             info.update(empty_span_ms_ref=round(empty_floor(empties["ref"]) * 1e3, 4),
                         empty_span_ms_cand=round(empty_floor(empties["cand"]) * 1e3, 4),
                         span_overhead_ms=round(span_overhead() * 1e3, 4))
-            # report only: every counted block's empty spans (the median above hides a run of slow ones) and
+            # report only: every counted block's empty spans (the floors above hide how many were slow) and
             # whether SPAN_OVERHEAD_CAP bound (then the score rests on the cap; H100 2026-12-06, v21: a 2x score)
             info["empty_spans_ms"] = {r: [round(e * 1e3, 4) for e in empties[r][:24]] for r in ("ref", "cand")}
             if span_overhead_capped(empties["ref"], empties["cand"], go["ref"], go["cand"]):
