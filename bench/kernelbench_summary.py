@@ -11,7 +11,7 @@ from one ``kernelrl bench`` report over the KernelBench suite.
 ``baseline:self`` is the reference against itself (``ModelNew(Model)`` changing nothing): the evaluator is
 consistent on a task when it scores it within [0.98, 1.02] with no fatal flag. Writes summary.json with ``tasks``,
 ``self_within_2pct`` (share of tasks), ``self_fatal_flags`` (self-pairs with a fatal flag other than a resource
-failure: the evaluator disagreeing with itself), ``failures``
+failure, a reference that ran out of memory or time among those: the evaluator disagreeing with itself), ``failures``
 (self-pairs not successful, by cause: memory, time, unsupported inputs, other), ``median_eval_wall_s``,
 ``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the report's own tables,
 ``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, the median compile time
@@ -107,7 +107,10 @@ def summarise(report: dict) -> dict:
     sources = {lab: [r for r in rows if r.get("evaluated") is not False] for lab, rows in sources.items()}
     me = sources.get(SELF, [])
     within = [r for r in me if r["success"] and 0.98 <= float(r["speedup"]) <= 1.02]
-    fatal = [r for r in me if set(r.get("flags") or []) & (FATAL - RESOURCE)]
+    # a reference that ran out of memory or time after the candidate ran is flagged reference-disturbed (against a
+    # candidate, whose memory may have crowded it out); on a self-pair it is the evaluator's resource failure,
+    # counted under "failures" by its cause, not as the evaluator disagreeing with itself
+    fatal = [r for r in me if set(r.get("flags") or []) & (FATAL - RESOURCE) and cause(r) not in ("memory", "time")]
     failures: dict[str, list[str]] = {}
     for r in me:
         if not r["success"]:

@@ -87,4 +87,11 @@ __version__ = "0.1.0"
 # (held.empty_floor), where it was their median: on a loaded H100 host (nvcc beside it, or 16 busy loops) up to 5 of 8
 # empty spans took a late worker's wake-up in, and an honest 2x pair scored 4.34 and 3.16; with the quartile 1.77-2.09
 # there. On a quiet host the floor is within ~0.5% of the median: scores move by less than that.
-EVALUATOR_VERSION = "kernelrl-eval-22"
+# Version 23: memory for KernelBench's largest tasks on an 80 GB GPU (24 of level 1's self-pairs ran out of memory
+# on an H100 at 22): a block whose two spans' sets would take more than 0.3 of the GPU gets one span
+# (calibrate.BLOCK_MEMORY_SHARE; every task that fitted the H200 keeps two); outputs over 2^26 elements are digested
+# chunk by chunk, each chunk at its own random offset (worker_digest.DIGEST_CHUNK: the weight buffer and scratch were
+# each the output's size; smaller outputs are digested exactly as before); a worker no longer keeps its last output
+# past the next block's staging; the input template tests matrix structure 256 MiB at a time; the eager estimate
+# drops the timed blocks' sets and graphs first (large sets). Scores of tasks below those sizes are as in 22.
+EVALUATOR_VERSION = "kernelrl-eval-23"

@@ -148,6 +148,12 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     pinned = row("kb/L3/f", 3, 0.0, False, ["runtime-error"], "RuntimeError: Cannot copy between CPU and CUDA "
                  "tensors during CUDA graph capture unless the CPU tensor is pinned. Please use tensor.pin_memory()")
     assert cause(pinned).startswith("other: ") and cause(me[3]) == "memory"
+    # a reference that ran out of memory after the candidate ran (flagged reference-disturbed): on a self-pair a
+    # memory failure, not the evaluator disagreeing with itself (24 of level 1 on the H100 at version 22)
+    oom = row("kb/L1/g", 1, 0.0, False, ["reference-disturbed"], "the reference failed on stage: OutOfMemoryError: "
+              "CUDA out of memory. Tried to allocate 12.00 GiB (after the candidate ran)")
+    s = summarise({"sources": [{"label": SELF, "rows": me + [oom]}]})
+    assert s["self_fatal_flags"] == 1 and s["failures"]["memory"]["tasks"] == ["kb/L2/d", "kb/L1/g"]
     # a baseline's failures by cause: a task whose output is rounding (L2 23) named as such
     comp[4] = row("kb/L3/e", 3, 0.0, False, ["wrong-output", "reference-is-rounding"], "correctness trial 1: ...")
     s = summarise({"sources": [{"label": SELF, "rows": me}, {"label": "torch.compile", "rows": comp}]})

@@ -58,6 +58,16 @@ MAX_CALLS_PER_ROUND = 1024
 ROUND_MEMORY_MB = 8192
 
 
+# A block whose sets (spans x k x set_bytes, set_bytes with its quarter for temporaries) would take more than this share
+# of the GPU's memory gets one span instead of two (version 23). Why: both workers hold their block at once, beside
+# the forward's own temporaries and the captured graphs; on an 80 GB H100 the KernelBench tasks with 4-16 GiB inputs
+# (two spans: 0.38-0.5 of the card per worker) ran out of memory in 24 of level 1's 100 self-pairs
+# (bench/results/2026-12-06-h100-kernelbench), where the H200's 141 GB held them at 0.21-0.29. 0.3 keeps every task
+# that fitted there at two spans (the H200 table's rows stand) and halves the block of those that did not. A block of
+# one span is still a pair of spans of fresh inputs, staged and digested like any other; only the block count rises.
+BLOCK_MEMORY_SHARE = 0.3
+
+
 # clock='held' with cuda_graphs (version 10; 0 = off): before the reference captures its graphs, raise k so the
 # reference's span holds about this many ms of GPU time (its eager held time per call; within the block's memory and
 # max_calls_per_round; never lowered). Otherwise k comes from the parent's clock (target_round_ms), mostly dispatch
@@ -108,6 +118,23 @@ def round_memory_bytes(cfg: EvalConfig, device: str) -> int:
     return max(budget, 1)
 
 
+def device_memory_bytes(device: str) -> int | None:
+    """The GPU's total memory (None on a CPU, or where CUDA is not available to the parent)."""
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    idx = int(device.split(":")[1]) if ":" in device else 0
+    return int(torch.cuda.get_device_properties(idx).total_memory)
+
+
+def spans_for(set_bytes: int, budget: int, device_bytes: int | None) -> int:
+    """Paired spans per block: SPANS_PER_BLOCK (2), at least 2 however large the sets, but 1 when two single-call
+    sets would take more than BLOCK_MEMORY_SHARE of the GPU (see there)."""
+    spans = max(2, min(SPANS_PER_BLOCK, budget // max(set_bytes, 1)))
+    if device_bytes and spans * set_bytes > BLOCK_MEMORY_SHARE * device_bytes:
+        return 1
+    return spans
+
+
 def itemsize(dtype: str) -> int:
     return torch.empty(0, dtype=getattr(torch, dtype, torch.float64)).element_size()
 
@@ -131,7 +158,7 @@ def calibrate(s: Session) -> Calibration:
     set_bytes = int(1.25 * (output_bytes(out_meta) + in_bytes))
     budget = round_memory_bytes(cfg, s.device)
     # a block holds spans x k sets; with huge sets the block gets fewer spans before k drops below one
-    spans = max(2, min(SPANS_PER_BLOCK, budget // max(set_bytes, 1)))
+    spans = spans_for(set_bytes, budget, device_memory_bytes(s.device))
     k_mem = max(1, int(budget / max(set_bytes, 1) / spans))
     # Calls per span from the reference's own spans, measured the way the timed ones are; repeated until k
     # settles and the device has been busy for warmup_ms (an idle GPU runs at a fraction of its clock for the

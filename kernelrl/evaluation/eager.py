@@ -81,6 +81,11 @@ def measure_eager(s: Session, result: EvalResult, cal: Calibration) -> bool:
         s.progress(1.0, "eager estimate")
     side = "reference"
     try:
+        # Large sets (session.TRIM_MIN_BYTES): the timed blocks' sets, outputs and captured graphs go first, and the
+        # allocators' caches with them: nothing reads them after the verdict, and beside them the eager set and its
+        # outputs are one more set a worker on each side (version 23; an 80 GB H100 holds two workers' blocks of
+        # KernelBench's largest tasks, not a third set each)
+        s.trim(cal.set_bytes, s.ref, s.cand, graphs=True)
         est = {"ref": [], "cand": []}
         wall = {"ref": 0.0, "cand": 0.0}
         seed = s.rng.randrange(2**31)  # one input set, the same in both workers

@@ -251,7 +251,6 @@ def cmd_draw_run(h, _tensors):
             gen_s += _perf() - t0
             in_bytes += sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
             res = _flatten_outputs(model(*inputs))
-            STATE["last_out"] = res
             structure.append(len(res))
             outs.extend(res)
             del inputs
@@ -499,9 +498,9 @@ def cmd_digest(h, _tensors):
     STATE["staged"] = []
     _held_begin(h)
     outs = [_flatten_outputs(o) for o in STATE.get("round_outs") or []]
-    STATE["round_outs"] = outs
-    if outs:
-        STATE["last_out"] = outs[-1]
+    STATE["round_outs"] = outs  # until the next block's staging (the audit fetches from them); nothing is kept
+    # beyond it: version 22 kept the last output in STATE["last_out"], read by nothing, and on an 80 GB H100 that
+    # 6 GiB output beside the next block's sets ran KernelBench's largest self-pairs out of memory
     calls = h.get("calls")
     chosen = outs if calls is None else [outs[int(c)] for c in calls]
     digests = _digest_round(chosen, int(h["dseed"]))

@@ -116,16 +116,35 @@ def float_post(x, post):
 _TRI = (("triu", torch.triu, (1, 0)), ("tril", torch.tril, (-1, 0)))
 
 
+# Bytes of one sample's matrices tested at once by structure_of. Why: torch.triu/tril and allclose make whole-size
+# temporaries, and KernelBench's 45_Average_Pooling_2D draws a 16 GiB sample (16 x 64 square 2048 x 2048
+# matrices): its reference ran out of memory at load on an 80 GB H100 (76 GiB in use, bench/results/2026-12-06-h100-
+# kernelbench) where the H200's 141 GB had held it. A chunk of whole matrices gives the same answer with temporaries
+# of at most this size (or of one matrix, if one matrix is larger).
+STRUCTURE_CHUNK_BYTES = 256 << 20
+
+
 def structure_of(t: torch.Tensor) -> dict:
     """Matrix structure of one sample (every diagonal its triangle holds at, symmetry in its last two dims), merged
     over samples by merge_structures: timing inputs are generated with what all samples share, so a candidate that
     relies on the task's input contract (an upper-triangular product) is timed on inputs that honour it. One
-    sample at a time, so the samples need not be held at once (KernelBench's largest inputs are gigabytes)."""
+    sample at a time, so the samples need not be held at once (KernelBench's largest inputs are gigabytes), and
+    within a sample STRUCTURE_CHUNK_BYTES of its matrices at a time."""
     if t.dim() < 2 or not t.numel():
         return {"none": True}
-    st: dict = {name: [d for d in ds if torch.equal(t, fn(t, d))] for name, fn, ds in _TRI}
-    if t.shape[-1] == t.shape[-2] and torch.allclose(t, t.transpose(-1, -2), rtol=1e-5,
-                                                     atol=1e-6 * float(t.abs().max())):
+    mats = t.reshape(-1, t.shape[-2], t.shape[-1])  # a view of a contiguous sample (get_inputs' own tensors)
+    per = max(1, STRUCTURE_CHUNK_BYTES // max(1, mats[0].numel() * t.element_size()))
+    st: dict = {name: list(ds) for name, _, ds in _TRI}
+    sym = t.shape[-1] == t.shape[-2]
+    if sym:
+        lo, hi = torch.aminmax(t)  # max |t| without an |t| the size of the sample
+        atol = 1e-6 * float(torch.maximum(lo.abs(), hi.abs()))
+    for c0 in range(0, mats.shape[0], per):
+        c = mats[c0:c0 + per]
+        for name, fn, _ in _TRI:
+            st[name] = [d for d in st[name] if torch.equal(c, fn(c, d))]
+        sym = sym and torch.allclose(c, c.transpose(-1, -2), rtol=1e-5, atol=atol)
+    if sym:
         st["sym"] = True
     return st
 

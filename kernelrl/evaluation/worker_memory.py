@@ -21,7 +21,7 @@ def cmd_trim(h, _tensors):
     captured graphs too (with their input sets and outputs), when the side is timed eagerly from now on: after
     the trim above, six references whose replays were slower than their eager calls still failed on go holding
     70 GiB, their graphs beside their eager blocks; with the graphs dropped five of them scored 1.00."""
-    STATE["staged"], STATE["round_outs"], STATE["last_out"] = [], [], None
+    STATE["staged"], STATE["round_outs"] = [], []
     if h.get("graphs"):
         STATE["graphs"] = None
     release()
