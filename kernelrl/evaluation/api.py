@@ -204,5 +204,7 @@ def _protocol(s: Session, result: EvalResult, baseline: dict) -> None:
     result.timing["spare_workers_used"] = s.spares_used
     if s.trimmed:
         result.timing["trimmed_mib"] = s.trimmed
+    if s.peak_reserved:  # how near a large task came to the GPU's memory (the candidate's own figure: report only)
+        result.timing["peak_reserved_mib"] = s.peak_reserved
 
 

@@ -106,6 +106,7 @@ class Session(HeldPhases):
         self.share_ok, self.out_bytes = True, 0
         self.state_prints, self.state_shipped = None, None  # a large state's prints; how many tensors it shipped
         self.trimmed: dict[str, list] = {}  # trim(): MiB reserved before and after, per role
+        self.peak_reserved: dict[str, int] = {}  # trim(): the most MiB each worker's allocator held (version 23)
         self.dir = scratch_dir("eval")  # the parent's own scratch (0700); stale ones are reaped
         self.task_source, self.cand_source = task_source, cand_source
         # Compile caches keyed by source hash: a candidate can write only where its own builds live, and a
@@ -391,7 +392,8 @@ class Session(HeldPhases):
         """Between phases, when a set (inputs and outputs of one call) is TRIM_MIN_BYTES or more: ``workers`` drop
         what the last phase left (staged sets, kept outputs; ``graphs``: their captured graphs, when they are
         timed eagerly from now on) and return their cached device memory (worker_memory.cmd_trim). Reserved MiB before
-        and after, per role, in ``self.trimmed``."""
+        and after, per role, in ``self.trimmed``; the most each worker's allocator held up to then in
+        ``self.peak_reserved``."""
         if set_bytes < TRIM_MIN_BYTES or not self.device.startswith("cuda"):
             return
         for w in workers:
@@ -402,6 +404,10 @@ class Session(HeldPhases):
             except (TypeError, ValueError):
                 mib = None
             self.trimmed.setdefault(role, []).append(mib)
+            try:  # report only, as above: the most its allocator held up to now (timing.peak_reserved_mib)
+                self.peak_reserved[role] = max(self.peak_reserved.get(role, 0), int(h.get("reserved_peak") or 0) >> 20)
+            except (TypeError, ValueError):
+                pass
 
     def hold(self, worker: WorkerProcess) -> None:
         """Before every request to ``worker`` (``_req``): whenever the reference runs (a timed span, a harness phase, a

@@ -27,13 +27,14 @@ def cmd_trim(h, _tensors):
     release()
     gc.collect()
     dev = device()
-    before = after = 0
+    before = after = peak = 0
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
         before = torch.cuda.memory_reserved(dev)
+        peak = torch.cuda.max_memory_reserved(dev)  # the most this worker's allocator has held so far
         torch.cuda.empty_cache()
         after = torch.cuda.memory_reserved(dev)
-    return {"ok": True, "reserved_before": before, "reserved_after": after}, []
+    return {"ok": True, "reserved_before": before, "reserved_after": after, "reserved_peak": peak}, []
 
 
 def held_summary() -> str:
