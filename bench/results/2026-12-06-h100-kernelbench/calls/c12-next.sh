@@ -17,6 +17,14 @@ L24=19_ReLU,20_LeakyReLU,21_Sigmoid,22_Tanh,23_Softmax,24_LogSoftmax,25_Swish,26
 DEADLINE=420 kblane 0 l1c12 1 "$L24" baseline:self  # (the lane stops by 420 s: the GPU tests follow)
 kill $SMI; gzip -c /tmp/c12-smi.log > "$OUT/c12-smi.log.gz"
 grep -v "kernels scored" /tmp/kb/l1c12.log | grep "\[" | cut -c1-300 | tail -26
+python3 - /tmp/kb/l1c12/report/report.json <<'PY' 2>&1 | tail -26
+import json, sys  # per task: score, flags, spans a block, each worker's peak reserved MiB (version 23), wall
+for src in json.load(open(sys.argv[1])).get("sources", []):
+    for r in src.get("rows", []):
+        t = r.get("timing") or {}
+        print(r["task_key"][15:45], r.get("speedup"), ",".join(r.get("flags") or [])[:40], t.get("spans_per_block"),
+              t.get("peak_reserved_mib"), r.get("wall_s"), (r.get("error") or "")[:120])
+PY
 mkdir -p /tmp/lanes_c12 && gzip -c /tmp/kb/l1c12/report/report.json > /tmp/lanes_c12/l1c12-report.json.gz
 cp /tmp/kb/l1c12.log /tmp/lanes_c12/ && tar -C /tmp -cf "$OUT/c12-lanes.tar" lanes_c12
 timeout $(( $(left) < 170 ? $(left) : 170 )) python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_large_sets.py tests/test_worker_inputs.py \
