@@ -93,5 +93,6 @@ __version__ = "0.1.0"
 # chunk by chunk, each chunk at its own random offset (worker_digest.DIGEST_CHUNK: the weight buffer and scratch were
 # each the output's size; smaller outputs are digested exactly as before); a worker no longer keeps its last output
 # past the next block's staging; the input template tests matrix structure 256 MiB at a time; the eager estimate
-# drops the timed blocks' sets and graphs first (large sets). Scores of tasks below those sizes are as in 22.
+# drops the timed blocks' sets and graphs first (large sets); a task whose one call's inputs and outputs exceed half
+# the GPU fails at calibration with "out of memory (planned)". Scores of tasks below those sizes are as in 22.
 EVALUATOR_VERSION = "kernelrl-eval-23"

@@ -151,8 +151,9 @@ def _self_pair(device: str):
 
 @pytest.mark.timeout(300)
 def test_blocks_of_one_span_time_a_self_pair(monkeypatch):
-    """The one-span protocol end to end (on a CPU: 'the GPU' made tiny, so every set takes more than its share)."""
-    monkeypatch.setattr(C, "device_memory_bytes", lambda device: 1)
+    """The one-span protocol end to end (on a CPU: 'a GPU' of 1 TiB, of which any set takes more than its share)."""
+    monkeypatch.setattr(C, "device_memory_bytes", lambda device: 1 << 40)
+    monkeypatch.setattr(C, "BLOCK_MEMORY_SHARE", 1e-12)
     r = _self_pair("cpu")
     assert r.success and r.speedup > 0, (r.flags, r.error)
     assert r.timing["spans_per_block"] == 1 and r.timing["rounds"] >= 4, r.timing
@@ -165,8 +166,19 @@ def test_blocks_of_one_span_time_a_self_pair_on_the_gpu(monkeypatch):
     """The same on the GPU (held clock, graphs): a self-pair within 5%, no flag but information."""
     from kernelrl.evaluation.flags import FATAL
 
-    monkeypatch.setattr(C, "device_memory_bytes", lambda device: 1)
+    monkeypatch.setattr(C, "BLOCK_MEMORY_SHARE", 1e-12)
     r = _self_pair("cuda")
     print("one-span self-pair:", r.speedup, r.flags, r.timing.get("spans_per_block"), r.timing.get("rounds"))
     assert r.success and 0.95 <= r.speedup <= 1.05 and not set(r.flags) & FATAL, r.to_dict()
     assert r.timing["spans_per_block"] == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_task_two_workers_cannot_hold_fails_early_and_says_so(monkeypatch):
+    """Sets larger than half the GPU: an EvaluatorError naming the sizes at calibration, before any candidate code."""
+    from kernelrl.evaluation.result import EvaluatorError
+
+    monkeypatch.setattr(C, "device_memory_bytes", lambda device: 1 << 20)  # 'a GPU' of 1 MiB
+    with pytest.raises(EvaluatorError, match=r"out of memory \(planned\).*the GPU has 0\.0 GiB") as e:
+        _self_pair("cpu")
+    assert "GiB and the two workers' timing blocks need at least twice that" in str(e.value)

@@ -13,6 +13,7 @@ import torch
 
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.placement import host_free_bytes
+from kernelrl.evaluation.result import EvaluatorError
 from kernelrl.evaluation.session_held import reply_seconds
 from kernelrl.evaluation.spares import held_clock
 
@@ -158,7 +159,15 @@ def calibrate(s: Session) -> Calibration:
     set_bytes = int(1.25 * (output_bytes(out_meta) + in_bytes))
     budget = round_memory_bytes(cfg, s.device)
     # a block holds spans x k sets; with huge sets the block gets fewer spans before k drops below one
-    spans = spans_for(set_bytes, budget, device_memory_bytes(s.device))
+    device_bytes = device_memory_bytes(s.device)
+    one = output_bytes(out_meta) + in_bytes
+    if device_bytes and 2 * one > device_bytes:
+        # Two workers, each with at least one call's inputs and outputs alive in a block, cannot share this GPU: a
+        # clear error now, before the candidate is started, instead of one out of memory minutes into timing
+        raise EvaluatorError(f"out of memory (planned): one call's inputs and outputs take {one / 2**30:.1f} GiB and "
+                             f"the two workers' timing blocks need at least twice that; the GPU has "
+                             f"{device_bytes / 2**30:.1f} GiB")
+    spans = spans_for(set_bytes, budget, device_bytes)
     k_mem = max(1, int(budget / max(set_bytes, 1) / spans))
     # Calls per span from the reference's own spans, measured the way the timed ones are; repeated until k
     # settles and the device has been busy for warmup_ms (an idle GPU runs at a fraction of its clock for the
