@@ -178,7 +178,13 @@ def test_a_task_two_workers_cannot_hold_fails_early_and_says_so(monkeypatch):
     """Sets larger than half the GPU: an EvaluatorError naming the sizes at calibration, before any candidate code."""
     from kernelrl.evaluation.result import EvaluatorError
 
+    from kernelrl.evaluation.session import Session
+
     monkeypatch.setattr(C, "device_memory_bytes", lambda device: 1 << 20)  # 'a GPU' of 1 MiB
+    blocks = []
+    orig = Session.ref_block
+    monkeypatch.setattr(Session, "ref_block", lambda self, *a, **kw: blocks.append(a) or orig(self, *a, **kw))
     with pytest.raises(EvaluatorError, match=r"out of memory \(planned\).*the GPU has 0\.0 GiB") as e:
         _self_pair("cpu")
     assert "GiB and the two workers' timing blocks need at least twice that" in str(e.value)
+    assert blocks == []  # before calibration's first block (its two sets would run a real GPU out of memory first)

@@ -153,20 +153,21 @@ def calibrate(s: Session) -> Calibration:
     _, h, _ = s.draw_run(s.ref, *s.draw_seeds(1, variants=False), timeout=s._left(cfg.max_wall_s), ship=False)
     out_meta = [(list(shape), dtype) for shape, dtype in h["out_meta"]]
     in_bytes = int(h["in_bytes"])
+    device_bytes = device_memory_bytes(s.device)
+    one = output_bytes(out_meta) + in_bytes
+    if device_bytes and 2 * one > device_bytes:
+        # Two workers, each with at least one call's inputs and outputs alive in a block, cannot share this GPU: a
+        # clear error now, before the candidate is started (and before the warm-up block below, which holds two
+        # sets), instead of one out of memory minutes into timing
+        raise EvaluatorError(f"out of memory (planned): one call's inputs and outputs take {one / 2**30:.1f} GiB and "
+                             f"the two workers' timing blocks need at least twice that; the GPU has "
+                             f"{device_bytes / 2**30:.1f} GiB")
     s.ref_block(1, 2)  # warm-up of the timing path itself (lazy library handles, allocator)
     overhead = min(s.ping() for _ in range(10))  # the smallest: subtracting less keeps ratios toward 1
     # a block keeps its input sets and every call's outputs alive (plus a quarter for the digest's temporaries)
     set_bytes = int(1.25 * (output_bytes(out_meta) + in_bytes))
     budget = round_memory_bytes(cfg, s.device)
     # a block holds spans x k sets; with huge sets the block gets fewer spans before k drops below one
-    device_bytes = device_memory_bytes(s.device)
-    one = output_bytes(out_meta) + in_bytes
-    if device_bytes and 2 * one > device_bytes:
-        # Two workers, each with at least one call's inputs and outputs alive in a block, cannot share this GPU: a
-        # clear error now, before the candidate is started, instead of one out of memory minutes into timing
-        raise EvaluatorError(f"out of memory (planned): one call's inputs and outputs take {one / 2**30:.1f} GiB and "
-                             f"the two workers' timing blocks need at least twice that; the GPU has "
-                             f"{device_bytes / 2**30:.1f} GiB")
     spans = spans_for(set_bytes, budget, device_bytes)
     k_mem = max(1, int(budget / max(set_bytes, 1) / spans))
     # Calls per span from the reference's own spans, measured the way the timed ones are; repeated until k

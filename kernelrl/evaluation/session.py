@@ -401,12 +401,12 @@ class Session(HeldPhases):
             role = "ref" if w is self.ref else "cand"
             try:  # a report only; the candidate's worker could send anything
                 mib = [int(h.get("reserved_before") or 0) >> 20, int(h.get("reserved_after") or 0) >> 20]
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # JSON allows Infinity
                 mib = None
             self.trimmed.setdefault(role, []).append(mib)
             try:  # report only, as above: the most its allocator held up to now (timing.peak_reserved_mib)
                 self.peak_reserved[role] = max(self.peak_reserved.get(role, 0), int(h.get("reserved_peak") or 0) >> 20)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # JSON allows Infinity
                 pass
 
     def hold(self, worker: WorkerProcess) -> None:
