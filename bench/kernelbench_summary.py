@@ -157,15 +157,25 @@ def tasks_md(report: dict) -> str:
     for s in report["sources"]:
         for r in s["rows"]:
             by_task.setdefault(r["task_key"], {})[s["label"]] = r
-    lines = ["| task | " + " | ".join(sources) + " | wall s (self) |", "|---|" + "---:|" * (len(sources) + 1)]
+    # the self-pair's (or the first source's) evaluator version, spans a block and each worker's peak reserved GPU
+    # memory (version 23, large sets only): a merged table spans versions, and the largest tasks' memory is the limit
+    lines = ["| task | " + " | ".join(sources) + " | wall s | version | spans | peak GiB ref/cand |",
+             "|---|" + "---:|" * (len(sources) + 1) + "---|---:|---|"]
     for key in sorted(by_task, key=_task_order):
         cells = []
         for lab in sources:
             r = by_task[key].get(lab)
             cells.append("-" if r is None else "not reached" if r.get("evaluated") is False else
                          f"{float(r['speedup']):.2f}" if r["success"] else "fail: " + cause(r)[:40])
-        w = (by_task[key].get(SELF) or {}).get("wall_s")
-        lines.append(f"| {key} | " + " | ".join(cells) + f" | {w if w is not None else '-'} |")
+        first = by_task[key].get(SELF) or by_task[key].get(sources[0]) or {}
+        w = first.get("wall_s")
+        t = first.get("timing") or {}
+        peak = t.get("peak_reserved_mib") or {}
+        mem = "/".join(f"{peak[r] / 1024:.1f}" if isinstance(peak.get(r), (int, float)) else "-"
+                       for r in ("ref", "cand")) if peak else "-"
+        ver = str(first.get("evaluator_version") or "-").removeprefix("kernelrl-eval-")
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {w if w is not None else '-'} | {ver} | "
+                     f"{t.get('spans_per_block', '-')} | {mem} |")
     return "\n".join(lines) + "\n"
 
 

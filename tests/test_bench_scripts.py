@@ -154,6 +154,12 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
               "CUDA out of memory. Tried to allocate 12.00 GiB (after the candidate ran)")
     s = summarise({"sources": [{"label": SELF, "rows": me + [oom]}]})
     assert s["self_fatal_flags"] == 1 and s["failures"]["memory"]["tasks"] == ["kb/L2/d", "kb/L1/g"]
+    # tasks.md: per task the self-pair's version, spans a block and the workers' peak memory (merges span versions)
+    from bench.kernelbench_summary import tasks_md
+    big = dict(row("kb/L1/h", 1, 1.0), evaluator_version="kernelrl-eval-23",
+               timing={"spans_per_block": 1, "peak_reserved_mib": {"ref": 12800, "cand": 13312}})
+    md = tasks_md({"sources": [{"label": SELF, "rows": [big, row("kb/L1/a", 1, 1.0)]}]})
+    assert "| kb/L1/h | 1.00 | 10.0 | 23 | 1 | 12.5/13.0 |" in md and "| kb/L1/a | 1.00 | 10.0 | - | - | - |" in md
     # a baseline's failures by cause: a task whose output is rounding (L2 23) named as such
     comp[4] = row("kb/L3/e", 3, 0.0, False, ["wrong-output", "reference-is-rounding"], "correctness trial 1: ...")
     s = summarise({"sources": [{"label": SELF, "rows": me}, {"label": "torch.compile", "rows": comp}]})
