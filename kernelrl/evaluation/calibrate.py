@@ -109,9 +109,9 @@ def round_memory_bytes(cfg: EvalConfig, device: str) -> int:
     budget = ROUND_MEMORY_MB * 1024 * 1024
     if device.startswith("cuda"):
         # A tenth of the GPU's memory per worker (two workers share it, beside the candidate's own allocations).
-        if torch.cuda.is_available():
-            idx = int(device.split(":")[1]) if ":" in device else 0
-            budget = min(budget, torch.cuda.get_device_properties(idx).total_memory // 10)
+        total = device_memory_bytes(device)
+        if total:
+            budget = min(budget, total // 10)
     else:
         budget = min(budget, host_free_bytes() // 4)
         if cfg.memory_limit_mb:
@@ -165,7 +165,7 @@ def calibrate(s: Session) -> Calibration:
     s.ref_block(1, 2)  # warm-up of the timing path itself (lazy library handles, allocator)
     overhead = min(s.ping() for _ in range(10))  # the smallest: subtracting less keeps ratios toward 1
     # a block keeps its input sets and every call's outputs alive (plus a quarter for the digest's temporaries)
-    set_bytes = int(1.25 * (output_bytes(out_meta) + in_bytes))
+    set_bytes = int(1.25 * one)
     budget = round_memory_bytes(cfg, s.device)
     # a block holds spans x k sets; with huge sets the block gets fewer spans before k drops below one
     spans = spans_for(set_bytes, budget, device_bytes)
