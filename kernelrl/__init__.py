@@ -95,4 +95,9 @@ __version__ = "0.1.0"
 # past the next block's staging; the input template tests matrix structure 256 MiB at a time; the eager estimate
 # drops the timed blocks' sets and graphs first (large sets); a task whose one call's inputs and outputs exceed half
 # the GPU fails at calibration with "out of memory (planned)". Scores of tasks below those sizes are as in 22.
-EVALUATOR_VERSION = "kernelrl-eval-23"
+# Version 24: a block's memory counts one forward's own temporaries beside its sets (measured on the reference's first
+# call in calibration, worker_memory.forward_transient; reported as timing.forward_transient_mib): on an H100 at 23
+# KernelBench's masked cumsum kept two spans with its 4 GiB x * mask beside them, its workers ran at 37 GiB each and
+# the self-pair scored 0.97 (harness-time-excess, the candidate's staging stalling in its allocator). A task whose
+# temporaries tip its block over the share gets one span (wall time only); every other task is timed as in 23.
+EVALUATOR_VERSION = "kernelrl-eval-24"

@@ -192,7 +192,11 @@ def test_large_sets_give_their_cached_memory_back_between_phases(monkeypatch):
     n_cand = 2 + ("candidate: eager calls faster" in why) + ran_eager
     assert r.correct and len(t.get("ref", [])) == n_ref and len(t.get("cand", [])) == n_cand, r.to_dict()
     assert all(after <= before for role in t.values() for before, after in role), t
-    assert t["ref"][0][1] < t["ref"][0][0], t  # calibration's staged sets went back to the driver
+    # Each worker gave cached memory back to the driver at some trim. Not necessarily at the reference's first: at
+    # version 23 (H100, bench/results/2026-12-06-h100-kernelbench/raw/c12) it found nothing cached there,
+    # {'ref': [[6276, 6276], [7556, 6276], [7334, 420]], 'cand': [[1154, 0], [6502, 102], [6796, 392]]}: what
+    # calibration left was its captured graphs' own sets, alive for replay, and no output is kept past a block
+    assert all(sum(before - after for before, after in role) > 0 for role in t.values()), t
     peak = r.timing.get("peak_reserved_mib") or {}
     assert peak.get("ref", 0) >= 256 and peak.get("cand", 0) >= 256, peak  # at least one 256 MiB set each
     monkeypatch.setattr(S, "TRIM_MIN_BYTES", 1024**3)

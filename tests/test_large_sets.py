@@ -3,7 +3,8 @@ out of GPU memory on an H100 (bench/results/2026-12-06-h100-kernelbench) where t
 worker kept a 6 GiB output past the next block's staging, a digest weight buffer and scratch the size of the output,
 and two spans' sets per block; the reference's input template made whole-size temporaries of a 16 GiB sample. These
 tests hold the mends to what they must keep: the same digests and templates for every task below those sizes, the
-same cheats caught above them, and a block of one span only where two would not fit."""
+same cheats caught above them, and a block of one span only where two would not fit (version 24: with one forward's
+own temporaries counted beside the sets)."""
 
 import weakref
 
@@ -115,6 +116,59 @@ def test_one_span_a_block_only_where_two_would_not_fit_the_gpu():
     assert C.spans_for(1 << 20, budget, h100) == C.SPANS_PER_BLOCK
 
 
+def test_a_forwards_own_temporaries_count_once_beside_the_sets():
+    """Version 24: KernelBench L1 93_masked_cumsum (x 4 GiB and a 1 GiB mask in, 4 GiB out, x * mask a 4 GiB
+    temporary) kept two spans at 23 (0.284 of the H100) and scored 0.97 with its workers at 37 GiB each."""
+    h100, h200 = 85_045_231_616, 150_754_820_096
+    budget = 8 * GiB
+    cumsum = int(1.25 * (5 * GiB + 4 * GiB))
+    assert C.spans_for(cumsum, budget, h100) == 2  # as at version 23, without its temporary
+    assert C.spans_for(cumsum, budget, h100, transient=4 * GiB) == 1
+    assert C.spans_for(cumsum, budget, h200, transient=4 * GiB) == 2  # the H200 holds two spans and the temporary
+    assert C.spans_for(cumsum, budget, None, transient=4 * GiB) == 2  # a CPU: as before
+    assert C.spans_for(1 << 20, budget, h100, transient=GiB) == C.SPANS_PER_BLOCK  # small sets, a 1 GiB temporary
+
+
+def test_the_forwards_temporaries_are_measured_only_on_a_gpu_and_only_when_asked(clean_state):
+    from kernelrl.evaluation import worker as W
+    from kernelrl.evaluation.worker_memory import forward_transient
+
+    out, t = forward_transient(lambda: torch.ones(3) * 2, None)
+    assert t == 0 and out.tolist() == [2.0, 2.0, 2.0]
+    assert forward_transient(lambda: torch.ones(3), torch.device("cpu"))[1] == 0
+
+    class Masked(torch.nn.Module):
+        def forward(self, x, mask):
+            return torch.cumsum(x * mask, dim=1)
+
+    task = type("M", (), {"get_inputs": staticmethod(lambda: [torch.rand(4, 8), torch.randint(0, 2, (4, 8)).bool()])})
+    STATE.update(device="cpu", model=Masked(), task_module=task, ext_builds=[], ext_failures=[])
+    for ask in ({}, {"transient": True}):
+        reply, outs = W.cmd_draw_run({"seeds": [1], "variants": ["base"], "ship": False, **ask}, [])
+        assert reply["transient_bytes"] == 0 and reply["out_meta"] == [[[4, 8], "float32"]], reply
+
+
+def test_calibration_gives_one_span_where_the_forwards_temporaries_tip_the_block(monkeypatch):
+    """The parent's path end to end on a CPU: 'a GPU' of 1 TiB, sets far below its share, and a reference whose
+    first call reports temporaries of 0.4 TiB (a CPU measures none): one span, and the report says why."""
+    from kernelrl.evaluation.session import Session
+
+    monkeypatch.setattr(C, "device_memory_bytes", lambda device: 1 << 40)
+    orig = Session.draw_run
+
+    def draw_run(self, *a, transient=False, **kw):
+        took, h, outs = orig(self, *a, transient=transient, **kw)
+        if transient:
+            assert h["transient_bytes"] == 0  # asked, measured, none on a CPU
+            h["transient_bytes"] = int(0.4 * (1 << 40))
+        return took, h, outs
+
+    monkeypatch.setattr(Session, "draw_run", draw_run)
+    r = _self_pair("cpu")
+    assert r.success and r.timing["spans_per_block"] == 1, (r.flags, r.error, r.timing.get("spans_per_block"))
+    assert r.timing["forward_transient_mib"] == int(0.4 * (1 << 40)) >> 20
+
+
 def test_a_worker_keeps_no_output_past_the_next_blocks_staging(clean_state):
     """Stage, go and digest of one block, then the next block's staging: nothing references the first block's
     outputs any more (version 22 kept the last one in STATE["last_out"], 6 GiB beside the next block on a GPU)."""
@@ -171,6 +225,19 @@ def test_blocks_of_one_span_time_a_self_pair_on_the_gpu(monkeypatch):
     print("one-span self-pair:", r.speedup, r.flags, r.timing.get("spans_per_block"), r.timing.get("rounds"))
     assert r.success and 0.95 <= r.speedup <= 1.05 and not set(r.flags) & FATAL, r.to_dict()
     assert r.timing["spans_per_block"] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_forwards_temporaries_are_measured_on_the_gpu():
+    from kernelrl.evaluation.worker_memory import forward_transient
+
+    dev = torch.device("cuda")
+    x, mask = torch.rand(4096, 4096, device=dev), torch.randint(0, 2, (4096, 4096), device=dev).bool()  # 64 MiB x
+    out, t = forward_transient(lambda: torch.cumsum(x * mask, dim=1), dev)
+    print("masked cumsum temporaries MiB:", t >> 20)
+    assert out.shape == x.shape and 64 << 20 <= t <= 3 * (64 << 20), t  # x * mask, freed once cumsum returned
+    assert forward_transient(lambda: torch.relu(x), dev)[1] < 1 << 20  # no temporary beyond the output
 
 
 @pytest.mark.timeout(120)

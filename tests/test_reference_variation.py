@@ -273,10 +273,10 @@ def _device_compare_says_set_0_is_wrong(monkeypatch) -> list:
     calls: list = []
     real_draw_run = session_mod.Session.draw_run
 
-    def draw_run(self, worker, seeds, variants, timeout, ship=True, keep=False, prints=False):
+    def draw_run(self, worker, seeds, variants, timeout, ship=True, keep=False, prints=False, **kw):
         if worker is self.ref:
             calls.append((list(seeds), list(variants), keep))
-        return real_draw_run(self, worker, seeds, variants, timeout, ship=ship, keep=keep, prints=prints)
+        return real_draw_run(self, worker, seeds, variants, timeout, ship=ship, keep=keep, prints=prints, **kw)
 
     def compare_kept(self, hr, hc, timeout, sets=None):
         first = not any(c for c in calls[:-1] if c[2])  # the worker could not judge it (version 20's fallback)

@@ -66,6 +66,11 @@ ROUND_MEMORY_MB = 8192
 # (bench/results/2026-12-06-h100-kernelbench), where the H200's 141 GB held them at 0.21-0.29. 0.3 keeps every task
 # that fitted there at two spans (the H200 table's rows stand) and halves the block of those that did not. A block of
 # one span is still a pair of spans of fresh inputs, staged and digested like any other; only the block count rises.
+# Version 24 counts one forward's own temporaries beside the sets (measured in calibration's first call on a GPU,
+# worker_memory.forward_transient): at 23, KernelBench's masked cumsum (9 GiB a set, x * mask a 4 GiB temporary) kept
+# two spans at 0.284, its workers held 37 GiB each on the H100, the candidate's staging stalled in its allocator and
+# the self-pair scored 0.97 (harness-time-excess); with its temporary it is at 0.335. One span costs wall time only
+# (the 23 one-span tasks scored 1.00 at 23), so a forward with large temporaries may get one span on an H200 too.
 BLOCK_MEMORY_SHARE = 0.3
 
 
@@ -95,6 +100,7 @@ class Calibration:
     ref_queue: float = 0.0  # EvalConfig.clock = "device": the reference's host queueing time of one span (k calls)
     k_held_cap: int = 1 << 30  # EvalConfig.clock = "held": the most calls whose launches queue behind a hold
     ref_dev_baseline_eager: float = 0.0  # EvalConfig.cuda_graphs: the held baseline of eager spans, kept
+    transient: int = 0  # bytes: the reference's forward temporaries beyond its outputs (a GPU; spans_for)
 
     @property
     def set_bytes(self) -> int:
@@ -127,11 +133,12 @@ def device_memory_bytes(device: str) -> int | None:
     return int(torch.cuda.get_device_properties(idx).total_memory)
 
 
-def spans_for(set_bytes: int, budget: int, device_bytes: int | None) -> int:
+def spans_for(set_bytes: int, budget: int, device_bytes: int | None, transient: int = 0) -> int:
     """Paired spans per block: SPANS_PER_BLOCK (2), at least 2 however large the sets, but 1 when two single-call
-    sets would take more than BLOCK_MEMORY_SHARE of the GPU (see there)."""
+    sets and one forward's temporaries (``transient``: one call runs at a time) would take more than
+    BLOCK_MEMORY_SHARE of the GPU (see there)."""
     spans = max(2, min(SPANS_PER_BLOCK, budget // max(set_bytes, 1)))
-    if device_bytes and spans * set_bytes > BLOCK_MEMORY_SHARE * device_bytes:
+    if device_bytes and spans * set_bytes + transient > BLOCK_MEMORY_SHARE * device_bytes:
         return 1
     return spans
 
@@ -150,9 +157,11 @@ def calibrate(s: Session) -> Calibration:
     timed span, calls per round (k) and the reference's own time per call."""
     cfg = s.cfg
     # warm-up and output shapes: one set drawn on the device, no outputs shipped
-    _, h, _ = s.draw_run(s.ref, *s.draw_seeds(1, variants=False), timeout=s._left(cfg.max_wall_s), ship=False)
+    # (and the forward's own temporaries, measured on a GPU: spans_for counts them beside the block's sets)
+    _, h, _ = s.draw_run(s.ref, *s.draw_seeds(1, variants=False), timeout=s._left(cfg.max_wall_s), ship=False,
+                         transient=True)
     out_meta = [(list(shape), dtype) for shape, dtype in h["out_meta"]]
-    in_bytes = int(h["in_bytes"])
+    in_bytes, transient = int(h["in_bytes"]), int(h.get("transient_bytes") or 0)
     device_bytes = device_memory_bytes(s.device)
     one = output_bytes(out_meta) + in_bytes
     if device_bytes and 2 * one > device_bytes:
@@ -168,7 +177,7 @@ def calibrate(s: Session) -> Calibration:
     set_bytes = int(1.25 * one)
     budget = round_memory_bytes(cfg, s.device)
     # a block holds spans x k sets; with huge sets the block gets fewer spans before k drops below one
-    spans = spans_for(set_bytes, budget, device_bytes)
+    spans = spans_for(set_bytes, budget, device_bytes, transient)
     k_mem = max(1, int(budget / max(set_bytes, 1) / spans))
     # Calls per span from the reference's own spans, measured the way the timed ones are; repeated until k
     # settles and the device has been busy for warmup_ms (an idle GPU runs at a fraction of its clock for the
@@ -192,7 +201,7 @@ def calibrate(s: Session) -> Calibration:
         if settled and busy >= WARMUP_MS / 1000:
             break
     ref_baseline = max(statistics.median(s.ref_block(k, spans, expect_s=t1 * k)) - overhead, 1e-9) / k
-    cal = Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem)
+    cal = Calibration(k, overhead, ref_baseline, in_bytes, out_meta, spans, k_mem, transient=transient)
     if uses_held_clock(s):
         # The launches of a span queue behind the hold, and CUDA's launch queue holds about a thousand: a span
         # with more makes the host wait for the GPU mid-queueing, and its later launches trail the GPU (host gaps

@@ -341,14 +341,17 @@ class Session(HeldPhases):
                 [self.rng.choice(VARIANTS) if variants else "normal" for _ in range(n)])
 
     def draw_run(self, worker: WorkerProcess, seeds: list[int], variants: list[str], timeout: float,
-                 ship: bool = True, keep: bool = False, prints: bool = False) -> tuple[float, dict, list]:
+                 ship: bool = True, keep: bool = False, prints: bool = False,
+                 transient: bool = False) -> tuple[float, dict, list]:
         """The worker draws each input set on its own device (worker.cmd_draw_run) and runs forward on it; its
         outputs come back (``ship`` false: their shapes only; ``keep``: they stay in the worker for
         compare_kept, the candidate's exported: worker_share.keep_outputs takes what the handler would have
         sent; ``prints``: the reference's kept outputs' exact prints too, for the task audit). Seconds on the
-        parent's clock, reply, outputs."""
+        parent's clock, reply, outputs. ``transient``: the reply's ``transient_bytes`` is measured (a GPU's
+        forward temporaries, worker_memory.forward_transient)."""
         t0 = time.perf_counter()
         h, outs = self._req(worker, {"cmd": "draw_run", "seeds": seeds, "variants": variants, "ship": ship,
+                                     **({"transient": True} if transient else {}),
                                      **self._keep_header(worker, keep, prints)},
                             timeout=timeout, harness=worker is self.ref)
         return time.perf_counter() - t0, h, outs

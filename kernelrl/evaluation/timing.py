@@ -385,7 +385,7 @@ def timed_blocks(s: Session, result: EvalResult, cal: Calibration) -> tuple[Pair
             st_raw["holds"] = [[round(r["hold_r"] * 1e6, 1), round(r["hold_c"] * 1e6, 1)] for r in s.book.pairs["go"]]
     info = {"stop": stop, "timing_s": round(time.monotonic() - t_start, 3), "audits": audits, "blocks": blocks,
             "warmup_blocks": warmup_blocks,
-            "spans_per_block": B,
+            "spans_per_block": B, "forward_transient_mib": cal.transient >> 20,
             "quiesce_wait_ms_max": round(max(waits, default=0.0) * 1e3, 3),
             "quiesce_wait_ms_median": round(statistics.median(waits) * 1e3, 3) if waits else 0.0,
             "ref_harness_ms": round(statistics.median(harness["ref"]) * 1e3, 4),

@@ -24,16 +24,16 @@ import torch
 
 from kernelrl.evaluation.held import SEM_DONE, SEM_GO
 from kernelrl.evaluation.ipc import Channel
-# The helpers that live in modules of their own (one concern each), under the names this module's commands call
-# them by: a name looked up here at call time is the one the process runs (a patched one included; see the red
-# team's harness patches, tests/redteam/*/).
+# The helpers that live in modules of their own (one concern each), under the names this module's commands call them
+# by: a name looked up here at call time is the one the process runs (a patched one too: tests/redteam/*/).
 from kernelrl.evaluation.worker_digest import digest_round, metas as _metas
 from kernelrl.evaluation.worker_eager import cmd_eager
 from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, generate as _generate,
                                                generate_columns as _generate_columns, inputs_module as _inputs_module,
                                                refill_columns as _refill_columns,
                                                restart_generators as _restart_generators, rows as _rows)
-from kernelrl.evaluation.worker_memory import cmd_trim, held_summary as _held_summary
+from kernelrl.evaluation.worker_memory import (cmd_trim, forward_transient as _forward_transient,
+                                               held_summary as _held_summary)
 from kernelrl.evaluation.worker_variation import cmd_rerun
 from kernelrl.evaluation.worker_share import cmd_compare_kept, keep_outputs as _keep_outputs, release as _release_kept
 from kernelrl.evaluation.worker_load import (cmd_load, cmd_load_state, cmd_state, cmd_warm, flatten_outputs as
@@ -238,24 +238,25 @@ def cmd_held(h, _tensors):
 def cmd_draw_run(h, _tensors):
     """Correctness (and calibration's warm-up): draw each input set here, on this worker's device, from its seed
     and variant (worker_inputs.draw_inputs; the candidate's worker with the task's get_inputs, sent at load), run
-    forward on it, and send the outputs back (``ship`` false: only their shapes and dtypes). ``gen_s``: the time
-    spent drawing (the reference's sizes the candidate's time limit)."""
+    forward on it, and send the outputs back (``ship`` false: only their shapes and dtypes; ``transient``: the forward's
+    temporaries, worker_memory.forward_transient). ``gen_s``: the time spent drawing (sizing the candidate's limit)."""
     model = STATE["model"]
     dev = _device()
     task_inputs = _inputs_module()
-    outs, structure, in_bytes, gen_s = [], [], 0, 0.0
+    outs, structure, in_bytes, gen_s, transient = [], [], 0, 0.0, 0
     with torch.no_grad():
         for seed, variant in zip(h["seeds"], h["variants"]):
             t0 = _perf()
             inputs = _draw_inputs(task_inputs, int(seed), str(variant), dev)
             gen_s += _perf() - t0
             in_bytes += sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
-            res = _flatten_outputs(model(*inputs))
+            out, tb = _forward_transient(lambda xs=inputs: model(*xs), dev if h.get("transient") else None)
+            res, transient = _flatten_outputs(out), max(transient, tb)
             structure.append(len(res))
             outs.extend(res)
             del inputs
     _sync()
-    reply = {"ok": True, "structure": structure, "in_bytes": in_bytes, "gen_s": gen_s,
+    reply = {"ok": True, "structure": structure, "in_bytes": in_bytes, "gen_s": gen_s, "transient_bytes": transient,
              "ext_builds": STATE["ext_builds"], "ext_failures": STATE["ext_failures"]}
     if not h.get("ship", True):
         reply["out_meta"] = [[list(o.shape), str(o.dtype).removeprefix("torch.")] for o in outs]

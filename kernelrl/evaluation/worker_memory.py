@@ -31,10 +31,28 @@ def cmd_trim(h, _tensors):
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
         before = torch.cuda.memory_reserved(dev)
-        peak = torch.cuda.max_memory_reserved(dev)  # the most this worker's allocator has held so far
+        # the most this worker's allocator has held so far (forward_transient resets the counter: kept there)
+        peak = max(int(STATE.get("reserved_peak") or 0), torch.cuda.max_memory_reserved(dev))
         torch.cuda.empty_cache()
         after = torch.cuda.memory_reserved(dev)
     return {"ok": True, "reserved_before": before, "reserved_after": after, "reserved_peak": peak}, []
+
+
+def forward_transient(fn, dev: torch.device | None):
+    """``fn()`` (one forward call) and the bytes it allocated at its peak beyond what it left allocated: the
+    forward's own temporaries (KernelBench's masked cumsum: ``x * mask``, 4 GiB beside a 4 GiB output); 0 off a GPU
+    or when not asked (``dev`` None).
+    Calibration asks it of the reference's first call (calibrate.spans_for counts it once beside a block's sets:
+    at version 23 that task kept two spans and its workers ran at 37 GiB each on an 80 GB H100, their allocators
+    freeing and retrying mid-staging)."""
+    if dev is None or dev.type != "cuda":
+        return fn(), 0
+    torch.cuda.synchronize(dev)
+    STATE["reserved_peak"] = max(int(STATE.get("reserved_peak") or 0), torch.cuda.max_memory_reserved(dev))
+    torch.cuda.reset_peak_memory_stats(dev)
+    out = fn()
+    torch.cuda.synchronize(dev)
+    return out, max(0, torch.cuda.max_memory_allocated(dev) - torch.cuda.memory_allocated(dev))
 
 
 def held_summary() -> str:
