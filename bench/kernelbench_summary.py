@@ -60,6 +60,13 @@ def cause(row: dict) -> str:
     return "other: " + (str(row.get("error") or ", ".join(row.get("flags") or [])) or "incorrect")[:80]
 
 
+def exact(row: dict) -> float:
+    """A row's score unrounded: the report's ``score_raw`` where the score is it rounded (a report's ``speedup`` has
+    two decimals: 34_InstanceNorm's 0.97629 read 0.98, inside [0.98, 1.02]), else the score (a capped one)."""
+    score, raw = float(row["speedup"]), row.get("score_raw", (row.get("timing") or {}).get("score_raw"))
+    return float(raw) if isinstance(raw, (int, float)) and abs(float(raw) - score) <= 0.005 else score
+
+
 def merge(reports: list[dict]) -> dict:
     """Several reports of one suite (one ``kernelrl bench`` per GPU, each a share of the tasks, or a later run
     finishing what an earlier one's --max-minutes left) as one: per source label, one row per task, an evaluated
@@ -106,7 +113,7 @@ def summarise(report: dict) -> dict:
     not_reached = sorted({r["task_key"] for r in ref if r.get("evaluated") is False} - evaluated)
     sources = {lab: [r for r in rows if r.get("evaluated") is not False] for lab, rows in sources.items()}
     me = sources.get(SELF, [])
-    within = [r for r in me if r["success"] and 0.98 <= float(r["speedup"]) <= 1.02]
+    within = [r for r in me if r["success"] and 0.98 <= exact(r) <= 1.02]
     # a reference that ran out of memory or time after the candidate ran is flagged reference-disturbed (against a
     # candidate, whose memory may have crowded it out); on a self-pair it is the evaluator's resource failure,
     # counted under "failures" by its cause, not as the evaluator disagreeing with itself
@@ -166,7 +173,7 @@ def tasks_md(report: dict) -> str:
         for lab in sources:
             r = by_task[key].get(lab)
             cells.append("-" if r is None else "not reached" if r.get("evaluated") is False else
-                         f"{float(r['speedup']):.2f}" if r["success"] else "fail: " + cause(r)[:40])
+                         f"{exact(r):.3f}" if r["success"] else "fail: " + cause(r)[:40])
         first = by_task[key].get(SELF) or by_task[key].get(sources[0]) or {}
         w = first.get("wall_s")
         t = first.get("timing") or {}

@@ -159,7 +159,14 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     big = dict(row("kb/L1/h", 1, 1.0), evaluator_version="kernelrl-eval-23",
                timing={"spans_per_block": 1, "peak_reserved_mib": {"ref": 12800, "cand": 13312}})
     md = tasks_md({"sources": [{"label": SELF, "rows": [big, row("kb/L1/a", 1, 1.0)]}]})
-    assert "| kb/L1/h | 1.00 | 10.0 | 23 | 1 | 12.5/13.0 |" in md and "| kb/L1/a | 1.00 | 10.0 | - | - | - |" in md
+    assert "| kb/L1/h | 1.000 | 10.0 | 23 | 1 | 12.5/13.0 |" in md and "| kb/L1/a | 1.000 | 10.0 | - | - | - |" in md
+    # within 2% on the unrounded score: a report's speedup of 0.98 that is 0.97629 (H100, L1 34 at 23) is not within;
+    # a capped score (task-input-independent: 1.0 of a raw 1.3) is judged as scored
+    near = dict(row("kb/L1/i", 1, 0.98), score_raw=0.97629)
+    capped = dict(row("kb/L1/j", 1, 1.0), timing={"score_raw": 1.3})
+    s = summarise({"sources": [{"label": SELF, "rows": [near, capped, row("kb/L1/a", 1, 0.98)]}]})
+    assert s["self_within_2pct"] == round(2 / 3, 4)
+    assert "| kb/L1/i | 0.976 |" in tasks_md({"sources": [{"label": SELF, "rows": [near]}]})
     # a baseline's failures by cause: a task whose output is rounding (L2 23) named as such
     comp[4] = row("kb/L3/e", 3, 0.0, False, ["wrong-output", "reference-is-rounding"], "correctness trial 1: ...")
     s = summarise({"sources": [{"label": SELF, "rows": me}, {"label": "torch.compile", "rows": comp}]})
