@@ -350,3 +350,28 @@ def test_kernelbench_sizes_measures_a_problem_on_meta_and_reports_what_it_cannot
     assert "output_bytes" not in item and "item()" in item["meta_error"] and item["input_bytes"] == 64
     s = summarize([big, item])
     assert s["device_compare_tasks"] == 1 and s["meta_errors"] == 1 and s["output_ge_1gib"] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_placement_probe_times_copies_of_one_set_eager_and_replayed(tmp_path):
+    """bench/placement_probe.py on a small task: every copy timed every round, ratios to the first copy near 1."""
+    from bench.placement_probe import probe
+
+    task = tmp_path / "scale.py"
+    task.write_text("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+                    "def get_inputs():\n    return [torch.rand(4096, 4096)]\n\ndef get_init_inputs():\n    return []\n")
+    for graph in (False, True):
+        r = probe(str(task), buffers=3, rounds=6, graph=graph, seed=1)
+        print("placement probe:", r)
+        assert r["copies"] == 3 and len(r["median_ms"]) == 3 and r["in_gib"] == 0.06, r
+        assert len(set(r["addresses_mib"])) == 3 and all(0.5 < x < 2 for x in r["ratio_to_first"]), r
+
+
+def test_placement_probe_says_it_needs_a_gpu(monkeypatch, capsys):
+    import bench.placement_probe as P
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("sys.argv", ["placement_probe.py", "task.py"])
+    with pytest.raises(SystemExit, match="needs a CUDA GPU"):
+        P.main()

@@ -8,14 +8,19 @@
 #    now give one span), 34_InstanceNorm (0.976 at 23, one span, graphs both sides), 33_BatchNorm (1.023 at 22, two
 #    spans), 46 and 63 (0.284/0.283 of the H100 at two spans, 1.00 at 22), 38_L1Norm_ (abs(x): 8 GiB of temporaries),
 #    each row's spans, forward_transient_mib and peak memory printed: are the 2% misses repeatable or one-offs?
+#    Before them, bench/placement_probe.py on 34, 33 and 19: does a set's place in memory alone move such a kernel?
 # 3. level 2's self-pairs where c14 left them (76-100) until the deadline.
 CALL=c15 DEADLINE=${DEADLINE:-585}
 source .calls/setup.sh
 uptime
-timeout 200 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_large_sets.py tests/test_devshare.py \
+timeout 200 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_large_sets.py tests/test_devshare.py tests/test_bench_scripts.py \
     > /tmp/c15-gputests.log 2>&1
-echo "gpu tests rc $? at $((SECONDS - T0)) s"; grep -E "^one-span|^masked|passed|failed|FAILED|Error" /tmp/c15-gputests.log | cut -c1-400 | tail -10
+echo "gpu tests rc $? at $((SECONDS - T0)) s"; grep -E "^one-span|^masked|^placement|passed|failed|FAILED|Error" /tmp/c15-gputests.log | cut -c1-400 | tail -10
 cp /tmp/c15-gputests.log "$OUT/"
+# does a set's place in memory alone move a 4-8 GiB memory-bound kernel by ~2%? (bench/placement_probe.py)
+timeout 120 python3 bench/placement_probe.py kb/level1/34_InstanceNorm.py kb/level1/33_BatchNorm.py kb/level1/19_ReLU.py \
+    --graph --rounds 16 2>&1 | tee "$OUT/c15-probe.jsonl" | cut -c1-400
+echo "probe done at $((SECONDS - T0)) s"
 B6=93_masked_cumsum,34_InstanceNorm,33_BatchNorm,46_Average_Pooling_3D,63_conv_standard_2D__square_input__square_kernel,38_L1Norm_
 DEADLINE=$(( SECONDS - T0 + 150 )) kblane 0 l1c15a 1 "$B6" baseline:self  # (each lane stops within 150 s)
 DEADLINE=$(( SECONDS - T0 + 150 )) kblane 0 l1c15b 1 "$B6" baseline:self
