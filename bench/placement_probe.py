@@ -8,12 +8,16 @@ same places block after block, and a captured graph's static inputs for the whol
 
     python bench/placement_probe.py kb/level1/34_InstanceNorm.py [TASK.py ...] [--buffers 4] [--rounds 20] [--graph]
 
-One process, one model per task: up to ``--buffers`` copies of one input set (the same values), each behind a pad of
-a different size so they start at different places, timed in turn, each round in a random order, with CUDA events
-around one eager call after an L2 flush (``--graph``: each copy a CUDA graph's static input, replayed). Prints per
-copy its median ms and its ratio to the first copy's median, and the first copy against itself (its even rounds over
-its odd ones): the spread of the ratios beyond that control is what placement alone can do to a paired score.
-A probe of the GPU, not of the evaluator; it trusts the task's code (ours: KernelBench references).
+One process, one model per task, in training mode as the evaluator builds it (``--eval-mode``: eval; BatchNorm is a
+different kernel there): up to ``--buffers`` copies of one input set (the same values), each its own allocation
+(a large tensor gets its own segment from the caching allocator), timed round by round in a random order, with CUDA
+events around one eager call after an L2 flush (``--graph``: each copy a CUDA graph's static input, replayed; then
+each graph's outputs are its own too, where in eager calls every copy's output reuses one cached block). Prints per
+copy its median ms and, from the rounds (each times every copy), the median of copy i's time over copy 0's in the
+same round with its quartiles, and each copy's even rounds over its odd ones (the same copy against itself): a
+copy whose paired ratio sits outside the others' even/odd spread is placement at work. The addresses printed are
+virtual; where the data sits in HBM is not visible from here. A probe of the GPU, not of the evaluator; it trusts
+the task's code (ours: KernelBench references).
 """
 
 from __future__ import annotations
@@ -49,11 +53,13 @@ def timed(fn, flush: torch.Tensor) -> float:
     return a.elapsed_time(b)
 
 
-def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int) -> dict:
+def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int, train: bool = True) -> dict:
+    if rounds < 2:
+        raise ValueError("rounds: at least 2 (even and odd rounds are compared)")
     mod = load(path)
     torch.manual_seed(seed)
     with torch.device("cuda"):  # drawn on the GPU: KernelBench's inputs are gigabytes
-        model = mod.Model(*mod.get_init_inputs()).eval()
+        model = mod.Model(*mod.get_init_inputs()).train(train)  # the evaluator's default: EvalConfig.train_mode
         base = mod.get_inputs()
     base = [x.cuda() if torch.is_tensor(x) else x for x in base]
     in_bytes = sum(x.numel() * x.element_size() for x in base if torch.is_tensor(x))
@@ -61,15 +67,16 @@ def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int) -> dict:
         out = model(*base)
     out_bytes = sum(o.numel() * o.element_size() for o in (out if isinstance(out, (list, tuple)) else [out]))
     del out
+    torch.cuda.empty_cache()  # the first call's output and temporaries back to the driver: mem_get_info counts them
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    # each copy: its inputs, its pad, and (graphs) its static outputs and the forward's pool; a quarter spare
-    per = in_bytes + (2 * out_bytes if graph else 0) + (64 << 20) * buffers
-    free = torch.cuda.mem_get_info()[0] - 2 * out_bytes - FLUSH_BYTES
+    # each copy: its inputs and (graphs) its static outputs; eager calls: one output at a time; a quarter spare for
+    # the forward's temporaries
+    per = in_bytes + (out_bytes if graph else 0)
+    free = torch.cuda.mem_get_info()[0] - (0 if graph else out_bytes)
     n = max(1, min(buffers, int(0.75 * free) // max(per, 1)))
-    copies, pads, fns = [], [], []
+    copies, fns = [], []
     rng = random.Random(seed)
-    for i in range(n):
-        pads.append(torch.empty((i * 37 + rng.randrange(64)) << 20, dtype=torch.uint8, device="cuda"))
+    for _ in range(n):
         c = [x.clone() if torch.is_tensor(x) else x for x in base]
         copies.append(c)
         if graph:
@@ -97,13 +104,18 @@ def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int) -> dict:
             for i in order:
                 times[i].append(timed(fns[i][0], flush))
     med = [statistics.median(t) for t in times]
-    self_ratio = statistics.median(times[0][0::2]) / statistics.median(times[0][1::2])
-    return {"task": path.rsplit("/", 1)[-1], "graph": graph, "copies": n, "rounds": rounds,
-            "in_gib": round(in_bytes / 2**30, 2), "out_gib": round(out_bytes / 2**30, 2),
-            "median_ms": [round(m, 4) for m in med], "ratio_to_first": [round(m / med[0], 4) for m in med],
-            "first_even_over_odd": round(self_ratio, 4),
-            "spread_of_copies": round(max(med) / min(med) - 1, 4),
-            "addresses_mib": [c[0].data_ptr() >> 20 for c in copies if c and torch.is_tensor(c[0])]}
+    paired = []  # copy i over copy 0, round by round: median and quartiles
+    for t in times:
+        q = statistics.quantiles([a / b for a, b in zip(t, times[0])], n=4) if len(t) >= 2 else [1.0, 1.0, 1.0]
+        paired.append([round(q[1], 4), round(q[0], 4), round(q[2], 4)])
+    even_odd = [round(statistics.median(t[0::2]) / statistics.median(t[1::2]), 4) for t in times]
+    res = {"task": path.rsplit("/", 1)[-1], "graph": graph, "train": train, "copies": n, "rounds": rounds,
+           "in_gib": round(in_bytes / 2**30, 2), "out_gib": round(out_bytes / 2**30, 2),
+           "median_ms": [round(m, 4) for m in med], "paired_to_first": paired, "even_over_odd": even_odd,
+           "addresses_mib": [c[0].data_ptr() >> 20 for c in copies if c and torch.is_tensor(c[0])]}
+    if n < 2:
+        res["warning"] = "one copy only (memory): nothing to compare"
+    return res
 
 
 def main() -> None:
@@ -112,6 +124,8 @@ def main() -> None:
     ap.add_argument("--buffers", type=int, default=4, help="copies of the input set (fewer where memory is short)")
     ap.add_argument("--rounds", type=int, default=20, help="calls per copy (one per round, rounds in random order)")
     ap.add_argument("--graph", action="store_true", help="also replay each copy from its own CUDA graph")
+    ap.add_argument("--eval-mode", action="store_true", help="the model in eval mode (the evaluator's default is "
+                    "training mode: EvalConfig.train_mode)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -120,7 +134,8 @@ def main() -> None:
     for path in args.tasks:
         for graph in ([False, True] if args.graph else [False]):
             try:
-                print(json.dumps(probe(path, args.buffers, args.rounds, graph, args.seed)), flush=True)
+                print(json.dumps(probe(path, args.buffers, args.rounds, graph, args.seed, not args.eval_mode)),
+                      flush=True)
             except Exception as e:  # noqa: BLE001 - one task's failure (its memory) must not hide the others'
                 print(json.dumps({"task": path, "graph": graph, "error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
             torch.cuda.empty_cache()

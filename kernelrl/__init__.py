@@ -99,5 +99,6 @@ __version__ = "0.1.0"
 # call in calibration, worker_memory.forward_transient; reported as timing.forward_transient_mib): on an H100 at 23
 # KernelBench's masked cumsum kept two spans with its 4 GiB x * mask beside them, its workers ran at 37 GiB each and
 # the self-pair scored 0.97 (harness-time-excess, the candidate's staging stalling in its allocator). A task whose
-# temporaries tip its block over the share gets one span (wall time only); every other task is timed as in 23.
+# temporaries tip its block over the share gets one span (more blocks, more wall time); every other task is timed as
+# in 23.
 EVALUATOR_VERSION = "kernelrl-eval-24"

@@ -364,8 +364,12 @@ def test_placement_probe_times_copies_of_one_set_eager_and_replayed(tmp_path):
     for graph in (False, True):
         r = probe(str(task), buffers=3, rounds=6, graph=graph, seed=1)
         print("placement probe:", r)
-        assert r["copies"] == 3 and len(r["median_ms"]) == 3 and r["in_gib"] == 0.06, r
-        assert len(set(r["addresses_mib"])) == 3 and all(0.5 < x < 2 for x in r["ratio_to_first"]), r
+        assert r["copies"] == 3 and len(r["median_ms"]) == 3 and r["in_gib"] == 0.06 and "warning" not in r, r
+        assert len(set(r["addresses_mib"])) == 3 and r["paired_to_first"][0] == [1.0, 1.0, 1.0], r
+        assert all(0.5 < m < 2 and lo <= m <= hi for m, lo, hi in r["paired_to_first"]), r
+        assert len(r["even_over_odd"]) == 3 and all(0.5 < x < 2 for x in r["even_over_odd"]), r
+    with pytest.raises(ValueError, match="at least 2"):
+        probe(str(task), buffers=2, rounds=1, graph=False, seed=1)
 
 
 def test_placement_probe_says_it_needs_a_gpu(monkeypatch, capsys):

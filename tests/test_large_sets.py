@@ -229,7 +229,7 @@ def test_blocks_of_one_span_time_a_self_pair_on_the_gpu(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_the_forwards_temporaries_are_measured_on_the_gpu():
+def test_the_forwards_temporaries_are_measured_on_the_gpu(clean_state):
     from kernelrl.evaluation.worker_memory import forward_transient
 
     dev = torch.device("cuda")
