@@ -106,7 +106,7 @@ def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int, train: b
     med = [statistics.median(t) for t in times]
     paired = []  # copy i over copy 0, round by round: median and quartiles
     for t in times:
-        q = statistics.quantiles([a / b for a, b in zip(t, times[0])], n=4) if len(t) >= 2 else [1.0, 1.0, 1.0]
+        q = statistics.quantiles([a / b for a, b in zip(t, times[0])], n=4)  # rounds >= 2
         paired.append([round(q[1], 4), round(q[0], 4), round(q[2], 4)])
     even_odd = [round(statistics.median(t[0::2]) / statistics.median(t[1::2]), 4) for t in times]
     res = {"task": path.rsplit("/", 1)[-1], "graph": graph, "train": train, "copies": n, "rounds": rounds,

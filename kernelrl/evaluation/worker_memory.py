@@ -31,11 +31,16 @@ def cmd_trim(h, _tensors):
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
         before = torch.cuda.memory_reserved(dev)
-        # the most this worker's allocator has held so far (forward_transient resets the counter: kept there)
-        peak = max(int(STATE.get("reserved_peak") or 0), torch.cuda.max_memory_reserved(dev))
+        peak = reserved_peak(dev)
         torch.cuda.empty_cache()
         after = torch.cuda.memory_reserved(dev)
     return {"ok": True, "reserved_before": before, "reserved_after": after, "reserved_peak": peak}, []
+
+
+def reserved_peak(dev: torch.device) -> int:
+    """The most this worker's allocator has held so far: torch's counter, or what it read before forward_transient
+    reset it."""
+    return max(int(STATE.get("reserved_peak") or 0), torch.cuda.max_memory_reserved(dev))
 
 
 def forward_transient(fn, dev: torch.device | None):
@@ -48,7 +53,7 @@ def forward_transient(fn, dev: torch.device | None):
     if dev is None or dev.type != "cuda":
         return fn(), 0
     torch.cuda.synchronize(dev)
-    STATE["reserved_peak"] = max(int(STATE.get("reserved_peak") or 0), torch.cuda.max_memory_reserved(dev))
+    STATE["reserved_peak"] = reserved_peak(dev)
     torch.cuda.reset_peak_memory_stats(dev)
     out = fn()
     torch.cuda.synchronize(dev)
