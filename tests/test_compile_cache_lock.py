@@ -95,13 +95,25 @@ def test_an_evaluation_whose_source_cache_stays_held_ends_as_a_timeout_not_a_han
 
 def test_a_re_measurement_takes_the_cache_after_the_first_measurements_workers_let_it_go(tmp_path):
     """EvalConfig.reverify runs a second evaluation of the same source: after the first one's workers are closed
-    (before, its candidate worker waited for the cache the first still held, and the re-measurement timed out)."""
+    (before, its candidate worker waited for the cache the first still held, and the re-measurement timed out).
+
+    What is asserted is the re-measurement's own outcome (timing.reverify: its flags, error and wall time), not how
+    its score compares: on CI's loaded 2-core runner a 0.2 s CPU budget's scores wander 0.6x-3.5x, and the
+    reference-slowed verdict (fatal above 1x) failed one re-measurement there (flags unstable-timing and
+    reference-slowed, no error), scored 0 and flagged reverify-mismatch. The interference check is off, as in the
+    other CPU tests that evaluate on that runner: it is not what this test is about."""
     from kernelrl.evaluation import evaluate
     from kernelrl.tasks import get_task
 
     cfg = EvalConfig(device="cpu", cache_dir=str(tmp_path), compile_timeout_s=20, budget_s=0.2, correctness_trials=2,
-                     reverify=True, reverify_above=0.0, reverify_tolerance=0.95)
+                     reverify=True, reverify_above=0.0, reverify_tolerance=0.95, interference_factor=1e9)
     source = (Path(__file__).parent / "redteam" / "cpu" / "honest.py").read_text()
     res = evaluate(get_task("02_Softmax"), source, cfg)
-    assert res.success and res.timing["reverify_speedup"] > 0, res.error
-    assert "reverify-mismatch" not in res.flags and res.wall_s < 20
+    rv = res.timing.get("reverify")
+    assert rv is not None, (res.flags, res.error)  # the first measurement succeeded and was re-measured
+    # The re-measurement's candidate worker took the cache (one that stays held ends as a timeout after
+    # compile_timeout_s, "in use by another worker"), built and ran the candidate, and its verdict succeeded.
+    assert "timeout" not in rv["flags"] and "in use by another worker" not in (rv["error"] or ""), rv["why"]
+    assert rv["success"] and rv["rule"] != "failed", rv["why"]
+    assert rv["wall_s"] < cfg.compile_timeout_s, rv
+    assert res.success and "reverify-mismatch" not in res.flags, (res.flags, rv["why"])

@@ -302,6 +302,14 @@ def test_decide_reverify_uses_the_intervals_and_says_what_was_kept():
     assert out["speedup"] == 0.0 and not out["success"] and out["flags"] == ["reverify-mismatch"]
     assert out["error"].startswith("reverify-mismatch: first 3.8x [3.8, 4.3], re-measured 3.03x [3.03, 3.4]")
     assert out["timing"]["reverify"]["rule"] == "failed" and out["timing"]["reverify"]["kept"] == 0.0
+    # why it failed is recorded: a fatal flag alone (no error), or the second's error
+    failed = dict(second, success=False, flags=["unstable-timing", "reference-slowed"], error=None)
+    rv = decide_reverify(first, failed, 0.10, mode="other-worker", who={"worker": "B"})["timing"]["reverify"]
+    assert rv["flags"] == ["unstable-timing", "reference-slowed"] and rv["error"] is None and not rv["success"]
+    assert "did not succeed (reference-slowed); kept 0" in rv["why"], rv["why"]
+    failed.update(flags=["timeout"], error="cache in use by another worker\ntraceback")
+    rv = decide_reverify(first, failed, 0.10, mode="other-worker", who={"worker": "B"})["timing"]["reverify"]
+    assert "did not succeed (timeout; cache in use by another worker); kept 0" in rv["why"], rv["why"]
 
 
 def test_a_task_whose_reference_cannot_load_fails_once_not_three_times(store):

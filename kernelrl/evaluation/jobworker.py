@@ -121,7 +121,8 @@ def decide_reverify(first: dict[str, Any], second: dict[str, Any], tolerance: fl
     s1, s2 = float(first.get("speedup") or 0.0), float(second.get("speedup") or 0.0)
     ok2 = bool(second.get("success", second.get("executable") and second.get("correct")))
     t1 = first.get("timing") or {}
-    v, record = judge_reverify(s1, t1, s2, ok2, second.get("timing"), tolerance, mode=mode)
+    v, record = judge_reverify(s1, t1, s2, ok2, second.get("timing"), tolerance, mode=mode,
+                               second_flags=second.get("flags"), second_error=second.get("error"))
     out = dict(first)
     out["timing"] = {**t1, "reverify": {**record, **who}}
     out["speedup"] = v.kept

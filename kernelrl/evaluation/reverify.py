@@ -19,7 +19,9 @@ def reverify(task_source: str, cand_source: str, cfg: EvalConfig, device: str, r
     second = evaluate(task_source, cand_source, dataclasses.replace(cfg, reverify=False, correctness_trials=2),
                       eager_estimate=False)  # its score alone is compared; the first measurement's estimate stands
     v, record = judge_reverify(result.speedup, result.timing, second.speedup, second.success, second.timing,
-                               cfg.reverify_tolerance, mode="fresh-process")
+                               cfg.reverify_tolerance, mode="fresh-process", second_flags=second.flags,
+                               second_error=second.error)
+    record["wall_s"] = second.wall_s  # a wait for the compile cache shows here (compile_timeout_s at most)
     result.timing["reverify_speedup"] = second.speedup
     result.timing["reverify"] = record
     if v.flag:

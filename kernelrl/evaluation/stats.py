@@ -20,6 +20,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from kernelrl.evaluation.flags import FATAL
+
 
 def round_toward_one(x: float, digits: int = 2) -> float:
     """Round to ``digits`` decimals toward 1 (the paper: 1.118 -> 1.11, 0.992 -> 1.00, 0.876 -> 0.88)."""
@@ -459,7 +461,8 @@ def _outward(x: float, up: bool) -> float:
 def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: float, *,
                      first_interval: tuple[float, float] | None = None,
                      second_interval: tuple[float, float] | None = None,
-                     ref_ms: tuple[float | None, float | None] = (None, None)) -> ReverifyVerdict:
+                     ref_ms: tuple[float | None, float | None] = (None, None),
+                     failed_because: str = "") -> ReverifyVerdict:
     """Does the re-measurement (fresh processes, another GPU where there is one) confirm the first score?
 
     The lower of the two is kept, rounded toward 1, whether they agree or not; a re-measurement that failed scores 0
@@ -485,14 +488,17 @@ def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: fl
     build scored 0 or its lower speed by the order of two draws (KernelBench L1 40_LayerNorm under torch.compile on
     the H200: 25.66 then 18.33, zeroed; 15.62 then 25.45, kept 15.62): the verdict followed which build came
     first. Keeping the lower is the same whatever the order, and what is kept still never exceeds the fresh
-    measurement, so a faked or lucky first measurement gains nothing; the flag still says the two disagreed."""
+    measurement, so a faked or lucky first measurement gains nothing; the flag still says the two disagreed.
+
+    ``failed_because``: why the re-measurement did not succeed (its fatal flags, its error), said in ``why``."""
     def done(agree: bool, rule: str, why: str) -> ReverifyVerdict:
         return ReverifyVerdict(agree, 0.0 if rule == "failed" else round_toward_one(min(first, second)), rule, why)
 
     both = (f"first {_score(first)}x{_fmt_interval(first_interval)}, re-measured "
             f"{_score(second)}x{_fmt_interval(second_interval)}")
     if not second_ok or first <= 0:
-        return done(False, "failed", f"{both}: the re-measurement did not succeed; kept 0")
+        because = f" ({failed_because})" if failed_because and not second_ok else ""
+        return done(False, "failed", f"{both}: the re-measurement did not succeed{because}; kept 0")
     kept = round_toward_one(min(first, second))
     which = "the first" if first <= second else "the re-measurement"
     if second >= (1 - tolerance) * first:
@@ -511,15 +517,24 @@ def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: fl
 
 
 def judge_reverify(first: float, first_timing: dict | None, second: float, second_ok: bool,
-                   second_timing: dict | None, tolerance: float, *, mode: str) -> tuple[ReverifyVerdict, dict]:
+                   second_timing: dict | None, tolerance: float, *, mode: str, second_flags: list | None = None,
+                   second_error: str | None = None) -> tuple[ReverifyVerdict, dict]:
     """``reverify_verdict`` on two evaluations' speedups and timing dicts (their intervals and reference times),
     and the ``timing.reverify`` record both re-verification paths store (the evaluator's fresh processes and the
-    queue's other worker): both numbers, the second's interval, the tolerance, the mode, and the verdict."""
+    queue's other worker): both numbers, the second's interval, the tolerance, the mode, the verdict, and the
+    second's own flags and error (a re-measurement failed by a fatal flag alone, reference-slowed on a loaded
+    host, has no error: its flags say why; CI's loaded 2-core runner once read a bare ``reverify-mismatch``)."""
+    flags = [str(f) for f in (second_flags or [])]
+    error = str(second_error)[:500] if second_error else None
+    fatal = ", ".join(f for f in flags if f in FATAL)
+    first_line = error.strip().splitlines()[0][:200] if error and error.strip() else ""
+    because = "; ".join(x for x in (fatal, first_line) if x)
     v = reverify_verdict(first, second, second_ok, tolerance, first_interval=timing_interval(first_timing),
                          second_interval=timing_interval(second_timing),
-                         ref_ms=(timing_ref_ms(first_timing), timing_ref_ms(second_timing)))
+                         ref_ms=(timing_ref_ms(first_timing), timing_ref_ms(second_timing)), failed_because=because)
     return v, {"first_speedup": first, "speedup": second, "interval": timing_interval(second_timing),
-               "tolerance": tolerance, "mode": mode, **v.to_dict()}
+               "tolerance": tolerance, "mode": mode, **v.to_dict(), "success": bool(second_ok), "flags": flags,
+               "error": error}
 
 
 def timing_interval(timing: dict | None) -> tuple[float, float] | None:
