@@ -7,25 +7,28 @@
 #   CALL=c19 LVLS="1 2 3" SRC=baseline:cuda-graph LABELS="reference in a CUDA graph" bash .calls/lanes.sh ...
 #   CALL=c20 LVLS="1 2 3" bash .calls/lanes.sh ...        # both torch.compile modes (lane1.sh's default SRC)
 # Returns one tar (every lane's report and log, packed as each lane ends) and the call's env file: commit the
-# reports under raw/$CALL/ and put them into .calls/done/ before the next call.
+# reports under raw/$CALL/ and put them into .calls/done/ before the next call. GPUS="1 2 3": those GPUs only (a
+# call that sources this file in a subshell beside other work on GPU 0, setup.sh already sourced: c15x4-next.sh).
 CALL=${CALL:?name the call} DEADLINE=${DEADLINE:-560} LVLS=${LVLS:-"2 3"}
 SRC=${SRC:-"baseline:compile baseline:compile-reduce-overhead"}
 LABELS=${LABELS:-"torch.compile,torch.compile reduce-overhead"}
-source .calls/setup.sh
-N=$(nvidia-smi -L | wc -l)
-echo "$N GPUs; levels $LVLS; sources $SRC; deadline $DEADLINE s"
+declare -F kblane > /dev/null || source .calls/setup.sh  # sourced by a call that set up already: its /tmp/kb stays
+read -r -a G <<< "${GPUS:-$(seq -s ' ' 0 $(( $(nvidia-smi -L | wc -l) - 1 )))}"
+N=${#G[@]}
+echo "$N GPUs (${G[*]}); levels $LVLS; sources $SRC; deadline $DEADLINE s"
 mkdir -p "/tmp/lanes_$CALL"
 pack() {  # pack LANE: its report and log into the call's tar (appended: a call cut short keeps finished lanes)
   [ -f "/tmp/kb/$1/report/report.json" ] && gzip -c "/tmp/kb/$1/report/report.json" > "/tmp/lanes_$CALL/$1-report.json.gz"
   cp "/tmp/kb/$1.log" "/tmp/lanes_$CALL/" 2>/dev/null
   flock /tmp/lanes_$CALL.lock tar -C /tmp -cf "$OUT/$CALL-lanes.tar" "lanes_$CALL"
 }
-for g in $(seq 0 $((N - 1))); do
+for k in $(seq 1 "$N"); do
+  g=${G[$((k - 1))]}
   (
     for lvl in $LVLS; do
       lane=l${lvl}${CALL}g$g
       # shellcheck disable=SC2086  # SRC is a list of sources
-      kblane "$g" "$lane" "$lvl" "$(python3 .calls/todo.py "$lvl" $((g + 1))/"$N" "$LABELS" .calls/done/*.json \
+      kblane "$g" "$lane" "$lvl" "$(python3 .calls/todo.py "$lvl" "$k/$N" "$LABELS" .calls/done/*.json \
           .calls/done/*.json.gz)" $SRC
       pack "$lane"
     done

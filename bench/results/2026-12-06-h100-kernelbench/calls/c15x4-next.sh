@@ -1,0 +1,52 @@
+# Call 15 on a machine of several GPUs (written 2026-12-06, not run; use instead of c15-next.sh when an nvidia-h100-x4
+# or -x2 is lent): c15-next.sh's GPU tests, probe and boundary tasks on GPU 0, while every other GPU runs a lane of
+# level 2's rest and then level 3, the reference against itself (lanes-next.sh, sourced: one setup, one /tmp/kb).
+# Prepare as c15-next.sh says, plus lanes-next.sh as .calls/lanes.sh; carry [".whl", ".calls", "kb/level1",
+# "kb/level2", "kb/level3"]:
+#   bash .calls/c15x4.sh 2>&1 | tee $OUT/c15.log
+# Returns env-c15.txt, c15.log, c15-gputests.log, c15-probe.jsonl, c15-lanes.tar (the boundary tasks) and
+# c15x-lanes.tar (the other GPUs' lanes): commit both tars' reports under raw/c15/ and put them into .calls/done/.
+# c15-next.sh's header, what its parts are for:
+# 1. the GPU tests version 24 touches (the forward's temporaries measured, the one-span self-pair, devshare's trims);
+# 2. level 1's boundary tasks at 24, twice each: 93_masked_cumsum (0.968 at 23, two spans: its 4 GiB x * mask should
+#    now give one span), 34_InstanceNorm (0.976 at 23, one span, graphs both sides), 33_BatchNorm (1.023 at 22, two
+#    spans), 46 and 63 (0.284/0.283 of the H100 at two spans, 1.00 at 22), 38_L1Norm_ (abs(x): 8 GiB of temporaries),
+#    each row's spans, forward_transient_mib and peak memory printed: are the 2% misses repeatable or one-offs?
+#    Before them, bench/placement_probe.py on 34, 33 and 19: does a set's place in memory alone move such a kernel?
+# 3. level 2's self-pairs where c14 left them (76-100) until the deadline.
+CALL=c15 DEADLINE=${DEADLINE:-585}
+source .calls/setup.sh
+( CALL=c15x GPUS="$(seq -s ' ' 1 $(( $(nvidia-smi -L | wc -l) - 1 )))" LVLS="2 3" SRC=baseline:self \
+      LABELS="the reference itself"; source .calls/lanes.sh ) > /tmp/c15x.log 2>&1 &
+uptime
+CUDA_VISIBLE_DEVICES=0 timeout 200 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_large_sets.py tests/test_devshare.py tests/test_bench_scripts.py \
+    > /tmp/c15-gputests.log 2>&1
+echo "gpu tests rc $? at $((SECONDS - T0)) s"; grep -oE "(one-span self-pair|masked cumsum temporaries MiB|placement probe):.*|[0-9]+ (passed|failed).*|FAILED.*" \
+    /tmp/c15-gputests.log | cut -c1-400 | tail -10
+cp /tmp/c15-gputests.log "$OUT/"
+# does a set's place in memory alone move a 4-8 GiB memory-bound kernel by ~2%? (bench/placement_probe.py)
+CUDA_VISIBLE_DEVICES=0 timeout 120 python3 bench/placement_probe.py kb/level1/34_InstanceNorm.py kb/level1/33_BatchNorm.py kb/level1/19_ReLU.py \
+    --graph --rounds 16 2>&1 | tee "$OUT/c15-probe.jsonl" | cut -c1-400
+echo "probe done at $((SECONDS - T0)) s"
+B6=93_masked_cumsum,34_InstanceNorm,33_BatchNorm,46_Average_Pooling_3D,63_conv_standard_2D__square_input__square_kernel,38_L1Norm_
+DEADLINE=$(( SECONDS - T0 + 150 )) kblane 0 l1c15a 1 "$B6" baseline:self  # (each lane stops within 150 s)
+DEADLINE=$(( SECONDS - T0 + 150 )) kblane 0 l1c15b 1 "$B6" baseline:self
+mkdir -p /tmp/lanes_c15
+for L in l1c15a l1c15b; do
+  [ -f /tmp/kb/$L/report/report.json ] || continue
+  python3 - /tmp/kb/$L/report/report.json <<'PY' 2>&1 | tail -8
+import json, sys  # per task: score unrounded, flags, spans, forward temporaries (v24), peak MiB, graphs, wall
+for src in json.load(open(sys.argv[1])).get("sources", []):
+    for r in src.get("rows", []):
+        t = r.get("timing") or {}
+        g = t.get("graphs") or {}
+        print(sys.argv[1][8:14], r["task_key"][15:40], t.get("score_raw"), ",".join(r.get("flags") or [])[:40],
+              t.get("spans_per_block"), t.get("forward_transient_mib"), t.get("peak_reserved_mib"), g.get("used"),
+              g.get("cand_replays"), r.get("wall_s"), (r.get("error") or "")[:120])
+PY
+  gzip -c /tmp/kb/$L/report/report.json > /tmp/lanes_c15/$L-report.json.gz; cp /tmp/kb/$L.log /tmp/lanes_c15/
+done
+tar -C /tmp -cf "$OUT/c15-lanes.tar" lanes_c15
+wait  # the other GPUs' lanes
+cat /tmp/c15x.log
+echo "call 15 ended at $((SECONDS - T0)) s"
