@@ -10,16 +10,26 @@
 #    each row's spans, forward_transient_mib and peak memory printed: are the 2% misses repeatable or one-offs?
 #    Before them, bench/placement_probe.py on 34, 33 and 19: does a set's place in memory alone move such a kernel?
 # 3. level 2's self-pairs where c14 left them (76-100) until the deadline.
+# On a machine of several GPUs (an nvidia-h100-x4 or -x2, when lent; added 2026-12-06 in the session after, dry-run
+# with stubs only): 1 and 2 run on GPU 0 while every other GPU runs a lane of level 2's rest and then level 3, the
+# reference against itself (lanes-next.sh as .calls/lanes.sh, sourced in a subshell: one setup, one /tmp/kb; a second
+# setup.sh would delete the running lanes' folders), in place of 3. Carry also "kb/level3"; it returns
+# c15x-lanes.tar (those lanes' reports and logs) beside c15-lanes.tar.
 CALL=c15 DEADLINE=${DEADLINE:-585}
 source .calls/setup.sh
+NGPU=$(nvidia-smi -L | wc -l)
+if (( NGPU > 1 )); then
+  ( CALL=c15x GPUS="$(seq -s ' ' 1 $((NGPU - 1)))" LVLS="2 3" SRC=baseline:self LABELS="the reference itself"
+    source .calls/lanes.sh ) > /tmp/c15x.log 2>&1 &
+fi
 uptime
-timeout 200 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_large_sets.py tests/test_devshare.py tests/test_bench_scripts.py \
+CUDA_VISIBLE_DEVICES=0 timeout 200 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_large_sets.py tests/test_devshare.py tests/test_bench_scripts.py \
     > /tmp/c15-gputests.log 2>&1
 echo "gpu tests rc $? at $((SECONDS - T0)) s"; grep -oE "(one-span self-pair|masked cumsum temporaries MiB|placement probe):.*|[0-9]+ (passed|failed).*|FAILED.*" \
     /tmp/c15-gputests.log | cut -c1-400 | tail -10
 cp /tmp/c15-gputests.log "$OUT/"
 # does a set's place in memory alone move a 4-8 GiB memory-bound kernel by ~2%? (bench/placement_probe.py)
-timeout 120 python3 bench/placement_probe.py kb/level1/34_InstanceNorm.py kb/level1/33_BatchNorm.py kb/level1/19_ReLU.py \
+CUDA_VISIBLE_DEVICES=0 timeout 120 python3 bench/placement_probe.py kb/level1/34_InstanceNorm.py kb/level1/33_BatchNorm.py kb/level1/19_ReLU.py \
     --graph --rounds 16 2>&1 | tee "$OUT/c15-probe.jsonl" | cut -c1-400
 echo "probe done at $((SECONDS - T0)) s"
 B6=93_masked_cumsum,34_InstanceNorm,33_BatchNorm,46_Average_Pooling_3D,63_conv_standard_2D__square_input__square_kernel,38_L1Norm_
@@ -41,5 +51,10 @@ PY
   gzip -c /tmp/kb/$L/report/report.json > /tmp/lanes_c15/$L-report.json.gz; cp /tmp/kb/$L.log /tmp/lanes_c15/
 done
 tar -C /tmp -cf "$OUT/c15-lanes.tar" lanes_c15
-CALL=c15c LVL=2 SRC=baseline:self LABELS="the reference itself" DEADLINE=$(( $(left) - 10 )) bash .calls/lane1.sh
+if (( NGPU > 1 )); then
+  wait  # the other GPUs' lanes
+  cat /tmp/c15x.log
+else
+  CALL=c15c LVL=2 SRC=baseline:self LABELS="the reference itself" DEADLINE=$(( $(left) - 10 )) bash .calls/lane1.sh
+fi
 echo "call 15 ended at $((SECONDS - T0)) s"

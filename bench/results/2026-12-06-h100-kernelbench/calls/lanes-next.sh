@@ -8,7 +8,7 @@
 #   CALL=c20 LVLS="1 2 3" bash .calls/lanes.sh ...        # both torch.compile modes (lane1.sh's default SRC)
 # Returns one tar (every lane's report and log, packed as each lane ends) and the call's env file: commit the
 # reports under raw/$CALL/ and put them into .calls/done/ before the next call. GPUS="1 2 3": those GPUs only (a
-# call that sources this file in a subshell beside other work on GPU 0, setup.sh already sourced: c15x4-next.sh).
+# call that sources this file in a subshell beside other work on GPU 0, setup.sh already sourced: c15-next.sh on several GPUs).
 CALL=${CALL:?name the call} DEADLINE=${DEADLINE:-560} LVLS=${LVLS:-"2 3"}
 SRC=${SRC:-"baseline:compile baseline:compile-reduce-overhead"}
 LABELS=${LABELS:-"torch.compile,torch.compile reduce-overhead"}
