@@ -101,4 +101,11 @@ __version__ = "0.1.0"
 # the self-pair scored 0.97 (harness-time-excess, the candidate's staging stalling in its allocator). A task whose
 # temporaries tip its block over the share gets one span (more blocks, more wall time); every other task is timed as
 # in 23.
-EVALUATOR_VERSION = "kernelrl-eval-24"
+# Version 25: a replayed block's staging runs the kernels an eager block's does (worker_inputs.generate_columns writes
+# each column's last kernel into its graph buffer: a boolean's comparison, a half's conversion, a symmetric matrix's
+# product). At 24 the masked cumsum ran one span on an H100 and still scored 0.973 with harness-time-excess: the
+# candidate replayed its graph (0.2% faster than eager), the reference ran eagerly, and the candidate's staging copied
+# the 1 GiB boolean mask into its buffer at every block (0.70 ms of GPU time a block more than the reference's;
+# the "allocator stall" 24 was written against was this copy). Scores change only where one side replays and the
+# inputs hold a boolean, a non-float32 float or a symmetric matrix; every other task is timed as in 24.
+EVALUATOR_VERSION = "kernelrl-eval-25"

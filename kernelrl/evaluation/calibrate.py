@@ -68,10 +68,11 @@ ROUND_MEMORY_MB = 8192
 # one span is still a pair of spans of fresh inputs, staged and digested like any other; only the block count rises.
 # Version 24 counts one forward's own temporaries beside the sets (measured in calibration's first call on a GPU,
 # worker_memory.forward_transient): at 23, KernelBench's masked cumsum (9 GiB a set, x * mask a 4 GiB temporary) kept
-# two spans at 0.284, its workers held 37 GiB each on the H100, the candidate's staging stalled in its allocator and
-# the self-pair scored 0.97 (harness-time-excess); with its temporary it is at 0.335. One span costs wall time (22
-# of the 23 one-span tasks scored within 0.4% of 1 at 23; 34_InstanceNorm 0.976, under study), so a forward with
-# large temporaries may get one span on an H200 too.
+# two spans at 0.284, its workers held 37 GiB each on the H100 and the self-pair scored 0.97 (harness-time-excess);
+# with its temporary it is at 0.335 and one span (run at 24: 0.973 still; the excess was the candidate's staging
+# copying its boolean mask into its graph buffer, mended in 25, worker_inputs.generate_columns). One span costs wall
+# time (22 of the 23 one-span tasks scored within 0.4% of 1 at 23; 34_InstanceNorm 0.976 at 23, 1.012 at 24), so a
+# forward with large temporaries may get one span on an H200 too.
 BLOCK_MEMORY_SHARE = 0.3
 
 

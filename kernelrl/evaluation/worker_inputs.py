@@ -164,13 +164,16 @@ def merge_structures(found: list[dict]) -> dict:
     return st
 
 
-def apply_structure(x: torch.Tensor, t: dict) -> torch.Tensor:
+def apply_structure(x: torch.Tensor, t: dict, out: torch.Tensor | None = None) -> torch.Tensor:
+    """The template's matrix structure on a drawn batch; ``out`` (x itself: a replayed block's buffer) takes the
+    symmetrised product, so both sides' staging runs the same two kernels (generate_columns' ``into``)."""
     if "triu" in t:
         x.triu_(t["triu"])
     if "tril" in t:
         x.tril_(t["tril"])
     if t.get("sym"):
-        x = (x + x.transpose(-1, -2)) * 0.5
+        s = x + x.transpose(-1, -2)
+        x = torch.mul(s, 0.5, out=out) if out is not None else s.mul_(0.5)
     return x
 
 
@@ -262,7 +265,9 @@ def restart_generators(seed: int) -> None:
 
 def refill_columns(columns: list, template: list[dict], seed: int, dev: torch.device, k: int) -> None:
     """Columns (a replayed block's graph buffers) refilled in place with generate_columns' values for ``seed``:
-    drawn straight into them where the values come out the same, copied in for the rest."""
+    each column's last kernel writes into its buffer (generate_columns' ``into``), so a replayed block's staging
+    does the GPU work an eager block's does, no more; the copy below is left for a buffer that does not match its
+    template (and for the CPU's floats, never replayed)."""
     for dst, src in zip(columns, generate_columns(template, seed, dev, k, into=columns)):
         if isinstance(dst, torch.Tensor) and src is not dst:
             dst.copy_(src)
@@ -270,10 +275,14 @@ def refill_columns(columns: list, template: list[dict], seed: int, dev: torch.de
 
 def generate_columns(template: list[dict], seed: int, dev: torch.device, k: int, into: list | None = None) -> list:
     """One column per template entry: a [k, *shape] tensor drawn from ``seed``, or k copies of a constant.
-    ``into``: columns to draw into where the values come out the same (the same draw, written in place: float32 on
-    a GPU, integers); the caller copies the other columns. Why: a replayed block's staging refilled its graphs'
-    buffers from a second, fresh batch, twice the inputs' memory at once (KernelBench's 2-D average pooling: 32 GiB
-    more beside 32 GiB of buffers, out-of-memory on the H200)."""
+    ``into``: columns whose last kernel writes into the given buffer (the same values: the draw, the comparison, the
+    conversion or the symmetrising product given ``out=``; every kind on a GPU, integers and booleans on the CPU);
+    the caller copies the other columns. Why: a replayed block's staging refilled its graphs' buffers from a second,
+    fresh batch, twice the inputs' memory at once (KernelBench's 2-D average pooling: 32 GiB more beside 32 GiB of
+    buffers, out-of-memory on the H200). And (version 25) the staging is harness time, charged to the candidate
+    beyond the reference's: where only the candidate replayed, its copy of a column into its buffer was charged to
+    it (KernelBench's masked cumsum, its 1 GiB boolean mask copied at every block: 0.70 ms of staging a block more
+    than the eager reference, the self-pair 0.973 with harness-time-excess on an H100 at 24)."""
     g = torch.Generator(device=dev).manual_seed(seed)
     columns: list = []
     for i, t in enumerate(template):
@@ -287,7 +296,8 @@ def generate_columns(template: list[dict], seed: int, dev: torch.device, k: int,
                 and dst.is_contiguous() and dst.device.type == dev.type):
             dst = None
         if t["kind"] == "bool":
-            x = torch.rand(shape, generator=g, device=dev) < 0.5
+            r = torch.rand(shape, generator=g, device=dev)
+            x = torch.lt(r, 0.5, out=dst) if dst is not None else r < 0.5
         elif t["kind"] == "int":
             x = torch.randint(t["lo"], max(t["hi"], t["lo"] + 1), shape, generator=g, device=dev, dtype=dtype,
                               **({"out": dst} if dst is not None else {}))
@@ -297,12 +307,14 @@ def generate_columns(template: list[dict], seed: int, dev: torch.device, k: int,
             o = {"out": dst} if dst is not None and dtype == torch.float32 else {}
             x = torch.rand(shape, generator=g, device=dev, **o)
             if t["nonneg"]:
-                x = x.mul_(max(t["hi"] - max(t["lo"], 0.0), 1e-6)).add_(max(t["lo"], 0.0)).to(dtype)
+                x = x.mul_(max(t["hi"] - max(t["lo"], 0.0), 1e-6)).add_(max(t["lo"], 0.0))
             else:
                 # Uniform with the template's mean and std: fresh values at a fraction of randn's cost on CPU.
-                x = x.sub_(0.5).mul_(3.4641016 * max(t["std"], 1e-6)).add_(t["mean"]).to(dtype)
+                x = x.sub_(0.5).mul_(3.4641016 * max(t["std"], 1e-6)).add_(t["mean"])
+            # the conversion (one kernel either way) writes into the buffer where there is one
+            x = dst.copy_(x) if dst is not None and x is not dst else x.to(dtype)
         if t["kind"] == "float":
-            x = apply_structure(x, t)
+            x = apply_structure(x, t, out=dst if x is dst else None)
         columns.append(x)
     return columns
 

@@ -1,4 +1,5 @@
-# Call 15 (next session; written 2026-12-06 after c12-c14, not run): version 24 on an H100. Prepare as ../README.md
+# Call 15 (next session; written 2026-12-06 after c12-c14; 2026-12-07: run only in part at 24, as c15m-o, see
+# ../README.md; now for version 25: its staging test added to 1, and 93 in 2 should read 1.00): on an H100. Prepare as ../README.md
 # says (setup.sh, lane1.sh, todo.py from ../../2026-12-06-h100-evaluator-v21/calls/; this file as .calls/c15.sh;
 # bash bench/gpu_site.sh; .calls/done/ = raw/c9, c10, c12, c13, c14's *-report.json.gz), carry
 # [".whl", ".calls", "kb/level1", "kb/level2"]:
@@ -23,7 +24,7 @@ if (( NGPU > 1 )); then
     source .calls/lanes.sh ) > /tmp/c15x.log 2>&1 &
 fi
 uptime
-CUDA_VISIBLE_DEVICES=0 timeout 200 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_large_sets.py tests/test_devshare.py tests/test_bench_scripts.py \
+CUDA_VISIBLE_DEVICES=0 timeout 200 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_worker_inputs.py tests/test_large_sets.py tests/test_devshare.py tests/test_bench_scripts.py \
     > /tmp/c15-gputests.log 2>&1
 echo "gpu tests rc $? at $((SECONDS - T0)) s"; grep -oE "(one-span self-pair|masked cumsum temporaries MiB|placement probe):.*|[0-9]+ (passed|failed).*|FAILED.*" \
     /tmp/c15-gputests.log | cut -c1-400 | tail -10
