@@ -1,7 +1,7 @@
 # Call 15 (next session; written 2026-12-06 after c12-c14; 2026-12-07: run only in part at 24, as c15m-o, see
 # ../README.md; now for version 25: its staging test added to 1, and 93 in 2 should read 1.00): on an H100. Prepare as ../README.md
 # says (setup.sh, lane1.sh, todo.py from ../../2026-12-06-h100-evaluator-v21/calls/; this file as .calls/c15.sh;
-# bash bench/gpu_site.sh; .calls/done/ = raw/c9, c10, c12, c13, c14's *-report.json.gz), carry
+# bash bench/gpu_site.sh; .calls/done/ = raw/c9, c10, c12-c15's *-report.json.gz), carry
 # [".whl", ".calls", "kb/level1", "kb/level2"]:
 #   bash .calls/c15.sh 2>&1 | tee $OUT/c15.log
 # 1. the GPU tests version 24 touches (the forward's temporaries measured, the one-span self-pair, devshare's trims);
