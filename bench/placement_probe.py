@@ -7,6 +7,7 @@ moves a kernel's time that much, a paired score inherits it from wherever each w
 same places block after block, and a captured graph's static inputs for the whole evaluation).
 
     python bench/placement_probe.py kb/level1/34_InstanceNorm.py [TASK.py ...] [--buffers 4] [--rounds 20] [--graph]
+        [--shuffle-capture]
 
 One process, one model per task, in training mode as the evaluator builds it (``--eval-mode``: eval; BatchNorm is a
 different kernel there): up to ``--buffers`` copies of one input set (the same values), each its own allocation
@@ -16,7 +17,9 @@ each graph's outputs are its own too, where in eager calls every copy's output r
 copy its median ms and, from the rounds (each times every copy), the median of copy i's time over copy 0's in the
 same round with its quartiles, and each copy's even rounds over its odd ones (the same copy against itself): a
 copy whose paired ratio sits outside the others' even/odd spread is placement at work. The addresses printed are
-virtual; where the data sits in HBM is not visible from here. A probe of the GPU, not of the evaluator; it trusts
+virtual; where the data sits in HBM is not visible from here. With ``--shuffle-capture`` the graphs are captured in
+a random order (``capture_rank``), the copies still allocated in order: a slow copy that follows its capture rank,
+not its allocation, is the capture at work, not the place. A probe of the GPU, not of the evaluator; it trusts
 the task's code (ours: KernelBench references).
 """
 
@@ -53,7 +56,8 @@ def timed(fn, flush: torch.Tensor) -> float:
     return a.elapsed_time(b)
 
 
-def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int, train: bool = True) -> dict:
+def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int, train: bool = True,
+          shuffle_capture: bool = False) -> dict:
     if rounds < 2:
         raise ValueError("rounds: at least 2 (even and odd rounds are compared)")
     mod = load(path)
@@ -74,11 +78,17 @@ def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int, train: b
     per = in_bytes + (out_bytes if graph else 0)
     free = torch.cuda.mem_get_info()[0] - (0 if graph else out_bytes)
     n = max(1, min(buffers, int(0.75 * free) // max(per, 1)))
-    copies, fns = [], []
+    copies: list = [[x.clone() if torch.is_tensor(x) else x for x in base] for _ in range(n)]  # allocation order
     rng = random.Random(seed)
-    for _ in range(n):
-        c = [x.clone() if torch.is_tensor(x) else x for x in base]
-        copies.append(c)
+    # the order the copies' graphs are captured in: allocation order, or shuffled (--shuffle-capture), so that the
+    # first allocation and the first capture are told apart (H100 2026-12-07: 33_BatchNorm's copy 0, first on both
+    # counts, replayed 4.7% slower than copies 1-3)
+    capture = list(range(n))
+    if graph and shuffle_capture:
+        rng.shuffle(capture)
+    fns: list = [None] * n
+    for i in capture:
+        c = copies[i]
         if graph:
             with torch.no_grad():
                 s = torch.cuda.Stream()
@@ -89,9 +99,9 @@ def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int, train: b
                 g = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(g):
                     static = model(*c)
-            fns.append((lambda g=g: g.replay(), static))
+            fns[i] = (lambda g=g: g.replay(), static)
         else:
-            fns.append((lambda c=c: model(*c), None))
+            fns[i] = (lambda c=c: model(*c), None)
     del base
     times: list[list[float]] = [[] for _ in range(n)]
     with torch.no_grad():
@@ -112,7 +122,8 @@ def probe(path: str, buffers: int, rounds: int, graph: bool, seed: int, train: b
     res = {"task": path.rsplit("/", 1)[-1], "graph": graph, "train": train, "copies": n, "rounds": rounds,
            "in_gib": round(in_bytes / 2**30, 2), "out_gib": round(out_bytes / 2**30, 2),
            "median_ms": [round(m, 4) for m in med], "paired_to_first": paired, "even_over_odd": even_odd,
-           "addresses_mib": [c[0].data_ptr() >> 20 for c in copies if c and torch.is_tensor(c[0])]}
+           "addresses_mib": [c[0].data_ptr() >> 20 for c in copies if c and torch.is_tensor(c[0])],
+           "capture_rank": [capture.index(i) for i in range(n)] if graph else None}
     if n < 2:
         res["warning"] = "one copy only (memory): nothing to compare"
     return res
@@ -124,6 +135,8 @@ def main() -> None:
     ap.add_argument("--buffers", type=int, default=4, help="copies of the input set (fewer where memory is short)")
     ap.add_argument("--rounds", type=int, default=20, help="calls per copy (one per round, rounds in random order)")
     ap.add_argument("--graph", action="store_true", help="also replay each copy from its own CUDA graph")
+    ap.add_argument("--shuffle-capture", action="store_true", help="capture the copies' graphs in a random order "
+                    "(capture_rank says which came first), not in allocation order")
     ap.add_argument("--eval-mode", action="store_true", help="the model in eval mode (the evaluator's default is "
                     "training mode: EvalConfig.train_mode)")
     ap.add_argument("--seed", type=int, default=0)
@@ -134,7 +147,8 @@ def main() -> None:
     for path in args.tasks:
         for graph in ([False, True] if args.graph else [False]):
             try:
-                print(json.dumps(probe(path, args.buffers, args.rounds, graph, args.seed, not args.eval_mode)),
+                print(json.dumps(probe(path, args.buffers, args.rounds, graph, args.seed, not args.eval_mode,
+                                       args.shuffle_capture)),
                       flush=True)
             except Exception as e:  # noqa: BLE001 - one task's failure (its memory) must not hide the others'
                 print(json.dumps({"task": path, "graph": graph, "error": f"{type(e).__name__}: {e}"[:300]}), flush=True)

@@ -363,9 +363,11 @@ def test_placement_probe_times_copies_of_one_set_eager_and_replayed(tmp_path):
     task = tmp_path / "scale.py"
     task.write_text("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
                     "def get_inputs():\n    return [torch.rand(4096, 4096)]\n\ndef get_init_inputs():\n    return []\n")
-    for graph in (False, True):
-        r = probe(str(task), buffers=3, rounds=6, graph=graph, seed=1)
+    for graph, shuffled in ((False, False), (True, False), (True, True)):
+        r = probe(str(task), buffers=3, rounds=6, graph=graph, seed=1, shuffle_capture=shuffled)
         print("placement probe:", r)
+        assert r["capture_rank"] == (None if not graph else r["capture_rank"] if shuffled else [0, 1, 2]), r
+        assert not graph or sorted(r["capture_rank"]) == [0, 1, 2], r
         assert r["copies"] == 3 and len(r["median_ms"]) == 3 and r["in_gib"] == 0.06 and "warning" not in r, r
         assert len(set(r["addresses_mib"])) == 3 and r["paired_to_first"][0] == [1.0, 1.0, 1.0], r
         assert all(0.5 < m < 2 and lo <= m <= hi for m, lo, hi in r["paired_to_first"]), r

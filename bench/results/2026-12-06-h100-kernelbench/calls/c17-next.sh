@@ -2,11 +2,20 @@
 # (32-50: the RNNs, attention, UNet, NetVLAD, Mamba), 30_SwinTransformerV2 once more (0.725 `unstable-timing` at 25:
 # a second draw of a host-bound task that cannot be captured), then the CUDA-graph baseline over level 1 until the
 # deadline. Prepare as ../README.md says (.calls/done/ = this folder's raw/c*/*-report.json.gz only, c15's and c16's
-# included); carry [".whl", ".calls", "kb/level1", "kb/level3"]:
+# included); carry [".whl", ".calls", "kb/level1", "kb/level3"]
+# (the probe, ~40 s, first):
 #   bash .calls/c17.sh 2>&1 | tee $OUT/c17.log
 CALL=c17 DEADLINE=${DEADLINE:-585}
 source .calls/setup.sh
 uptime
+# 33_BatchNorm's first graph replayed 4.7% slower than its three others in c15's probe; is it the first allocation
+# or the first capture? Graphs captured in a shuffled order (capture_rank), three seeds (three orders); the probe's
+# GPU test first (its shuffled capture is new, not yet run on a GPU)
+timeout 60 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_bench_scripts.py -k placement 2>&1 | tail -3
+for sd in 1 2 3; do
+  timeout 40 python3 bench/placement_probe.py kb/level1/33_BatchNorm.py --graph --shuffle-capture --rounds 16 \
+      --seed $sd 2>&1 | tail -2 | tee -a "$OUT/c17-probe.jsonl" | cut -c1-400
+done
 CALL=c17a LVL=3 SRC=baseline:self LABELS="the reference itself" DEADLINE=$(( $(left) - 10 )) bash .calls/lane1.sh
 # lane1.sh sourced setup.sh afresh (its own clock, /tmp/kb emptied: its lane's report is already in $OUT's tar)
 # (DEADLINE counts from T0: this lane gets 100 s from now, when the call has 200 s left)
