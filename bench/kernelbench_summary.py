@@ -5,6 +5,7 @@ from one ``kernelrl bench`` report over the KernelBench suite.
         --source baseline:compile-reduce-overhead --source baseline:cuda-graph --device cuda --workers 0 --out r/
     python bench/kernelbench_summary.py r/report.json --out bench/results/<date>-<kind>-kernelbench/
     python bench/kernelbench_summary.py lane0/report.json lane1/report.json ... --out ...   # one bench per GPU, merged
+    python bench/kernelbench_summary.py --by-created raw/c*/*-report.json.gz --out .   # a folder's calls, in time order
 
 (``kb``: a link to ``../shared/kernelbench`` ignored by git, its level folders named in the device call's carry.)
 
@@ -194,11 +195,24 @@ def main() -> int:
                     help="report.json (or .json.gz) of kernelrl bench over the KernelBench suite, or an earlier "
                     "summary's rows.json.gz (several: merged, later over earlier)")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--by-created", action="store_true",
+                    help="merge the reports in the order they were made (their 'created' time; a summary's "
+                    "rows.json.gz, which has none, first), not the order given: a folder's raw/c*/*-report.json.gz, "
+                    "whose names do not sort by time (c15n and c15o at version 24 before c15a and c15b at 25)")
     ap.add_argument("--mixed-devices", action="store_true",
                     help="merge rows of different GPUs into one table (refused without it: a score depends on the GPU)")
     a = ap.parse_args()
-    report = merge([json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_text())
-                    for p in a.report])
+    reports = []
+    for p in a.report:
+        try:
+            reports.append(json.loads(gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_text()))
+        except (OSError, EOFError, ValueError) as e:  # an empty .gz (a lane with no tasks), a cut file: named
+            print(f"error: {p} is not a readable report ({type(e).__name__}: {e}); leave it out", file=sys.stderr)
+            return 2
+    if a.by_created:  # a stable sort: reports made in the same minute keep the order given
+        order = sorted(range(len(reports)), key=lambda i: str(reports[i].get("created") or ""))
+        reports, a.report = [reports[i] for i in order], [a.report[i] for i in order]
+    report = merge(reports)
     kinds = [d for d in devices(report) if d != "unknown"]
     if len(kinds) > 1 and not a.mixed_devices:
         print(f"error: these reports hold rows of {len(kinds)} kinds of device ({', '.join(kinds)}): one table holds "

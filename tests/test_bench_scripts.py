@@ -248,6 +248,29 @@ def test_kernelbench_summary_keeps_its_merged_rows_as_the_input_of_a_later_merge
     s3 = json.loads((tmp_path / "s3" / "summary.json").read_text())
     # torch.compile's b from two (its row in one was not evaluated), a of both sources from one
     assert s3["devices"] == {"NVIDIA H100 80GB HBM3": 1, "NVIDIA H200": 2}
+    # --by-created: merged in the order the reports were made, whatever the order given (the later row wins)
+    one["created"], two["created"] = "2026-12-07 04:54 UTC", "2026-12-07 01:45 UTC"
+    for rep in (one, two):
+        for r in (r for src in rep["sources"] for r in src["rows"]):
+            r["device_type"] = "NVIDIA H100 80GB HBM3"
+    two["sources"][0]["rows"].append(row("kb/L1/a", 0.5))  # made earlier than one's 1.3
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    (tmp_path / "two.json").write_text(json.dumps(two))
+    for flag, want in (([], 0.5), (["--by-created"], 1.3)):
+        out = tmp_path / f"s4{len(flag)}"
+        r = subprocess.run([*script, str(tmp_path / "one.json"), str(tmp_path / "two.json"), *flag, "--out",
+                            str(out)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        kept = json.loads(gzip.decompress((out / "rows.json.gz").read_bytes()))
+        comp = next(s for s in kept["sources"] if s["label"] == "torch.compile")["rows"]
+        assert next(x["speedup"] for x in comp if x["task_key"] == "kb/L1/a") == want, (flag, comp)
+    assert kept["inputs"] == [str(tmp_path / "two.json"), str(tmp_path / "one.json")]  # in the order merged
+    # an empty .gz (a lane that had no tasks, 2026-12-07 c16b) is named, not a traceback
+    (tmp_path / "empty-report.json.gz").write_bytes(b"")
+    r = subprocess.run([*script, str(tmp_path / "one.json"), str(tmp_path / "empty-report.json.gz"), "--out",
+                        str(tmp_path / "s5")], capture_output=True, text=True)
+    assert r.returncode == 2 and "empty-report.json.gz is not a readable report" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "s5").exists()
 
 
 def _phase(name: str, workers: int, service: list, rate: float) -> dict:

@@ -17,7 +17,9 @@ for t in "$RAW"/*-lanes.tar; do
   for f in "$d"/lanes_*/*; do
     [ -f "$f" ] || continue
     case "$f" in
-      *-report.json.gz) cp "$f" "$RAW"/; cp "$f" .calls/done/ ;;
+      *-report.json.gz)  # an empty or broken one (a lane that had no tasks, a call cut mid-write): left out, said
+        if gzip -t "$f" 2>/dev/null && [ -s "$f" ]; then cp "$f" "$RAW"/; cp "$f" .calls/done/
+        else echo "post.sh: $(basename "$f") is empty or not gzip: left out"; fi ;;
       *) cp "$f" "$RAW"/ ;;
     esac
   done
