@@ -19,7 +19,8 @@ grep -v "kernels scored" "/tmp/kb/$LANE.log" | grep "\[" | cut -c1-400 | tail -4
 # (a lane with no tasks writes no report: nothing packed for it; 2026-12-07 c16b packed an empty .gz, which todo.py
 # and kernelbench_summary.py could not read)
 mkdir -p /tmp/lanes_$CALL
-[ -s "/tmp/kb/$LANE/report/report.json" ] && gzip -c "/tmp/kb/$LANE/report/report.json" > "/tmp/lanes_$CALL/$LANE-report.json.gz"
+[ -s "/tmp/kb/$LANE/report/report.json" ] && \
+    gzip -c "/tmp/kb/$LANE/report/report.json" > "/tmp/lanes_$CALL/$LANE-report.json.gz"
 cp "/tmp/kb/$LANE.log" "/tmp/lanes_$CALL/"
 tar -C /tmp -cf "$OUT/$CALL-lanes.tar" "lanes_$CALL"
 # Where each evaluation's wall time went (version 18 imports torch.compile's modules in the worker's warm-up: the

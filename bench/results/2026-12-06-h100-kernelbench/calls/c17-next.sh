@@ -2,8 +2,8 @@
 # (32-50: the RNNs, attention, UNet, NetVLAD, Mamba), 30_SwinTransformerV2 once more (0.725 `unstable-timing` at 25:
 # a second draw of a host-bound task that cannot be captured; packed as l3c17s-rerun.json.gz, not *-report.json.gz,
 # so the table keeps c16's first draw and the README gives both: a miss is not replaced by a luckier rerun), then
-# the CUDA-graph baseline over level 1 until the deadline. Prepare as ../README.md says (.calls/done/ = this folder's raw/c*/*-report.json.gz only, c15's and c16's
-# included); carry [".whl", ".calls", "kb/level1", "kb/level3"]
+# the CUDA-graph baseline over level 1 until the deadline. Prepare as ../README.md says (.calls/done/ = this
+# folder's raw/c*/*-report.json.gz only, c15's and c16's included); carry [".whl", ".calls", "kb/level1", "kb/level3"]
 # (the probe, ~50 s, first):
 #   bash .calls/c17.sh 2>&1 | tee $OUT/c17.log
 CALL=c17 DEADLINE=${DEADLINE:-585}
