@@ -18,7 +18,8 @@ failure, a reference that ran out of memory or time among those: the evaluator d
 ``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, the median compile time
 at the first call, reported apart, and its failures by the same causes, "reference is rounding" among them),
 ``evaluator_versions`` (rows per evaluator version: a merge may span a version bump), ``devices`` (evaluated rows
-per GPU: a merge across kinds is refused without ``--mixed-devices``), tasks.md, and rows.json.gz:
+per GPU: a merge across kinds is refused without ``--mixed-devices``), tasks.md, baselines.md (the paper's table per
+baseline and level, labelled with its clock) and rows.json.gz:
 the merged rows without their code, which a later merge takes as one of its reports (lane reports of a device call
 are not kept forever). Without a ``baseline:self`` source the self-pair figures are None and the baselines are
 still summarised.
@@ -189,6 +190,45 @@ def tasks_md(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _num(x, fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def baselines_md(s: dict, report: dict) -> str:
+    """The paper's table (mean, max, p75, median, p25, success, faster; per level and overall) for each baseline of
+    summary ``s``, with the eager estimate and the compile time beside it, labelled, and how many of the table's
+    tasks each row covers so far (a table filled call by call says where it stands)."""
+    keys = {r["task_key"] for src in report["sources"] for r in src["rows"] if r.get("evaluated") is not False}
+    totals = Counter(k.split("/")[-2] for k in keys)  # kernelbench/L1/name -> "L1"
+    lines = ["# The paper's baselines on the evaluator's clock", "",
+             "Scores are the evaluator's: GPU time per call with launch overhead removed on both sides (CUDA-graph",
+             "replay or the held clock), the lower bound of each score's interval; not the paper's or KernelBench's",
+             "eager time. `eager est.` is the evaluator's KernelBench-style estimate (host included, one input set,",
+             "never rewarded), over the successful tasks that have one. The compile time is the baseline's first",
+             "call, reported apart and never timed (none for a CUDA graph, captured without a compile).",
+             "`bench/kernelbench_summary.py` writes this file from the folder's rows; `summary.json` holds the same",
+             "numbers.", ""]
+    if s.get("self_within_2pct") is not None:
+        lines += [f"The reference against itself: {s['tasks']} tasks, {s['self_within_2pct']:.3f} within [0.98, 1.02], "
+                  f"{s['self_fatal_flags']} fatal flags, "
+                  f"{sum(v['count'] for v in s['failures'].values())} failures.", ""]
+    lines += ["| baseline | tasks | success | faster | mean | max | p75 | median | p25 | geomean | eager est. mean / "
+              "median | compile s median / max | failures |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    for label, b in s.get("baselines", {}).items():
+        fails = ", ".join(f"{k} {v['count']}" for k, v in b["failures"].items()) or "-"
+        for group, t in b["tables"].items():
+            total = sum(totals.values()) if group == "all" else totals.get(group, 0)
+            where = "all" if group == "all" else "level " + group.removeprefix("L")
+            lines.append(
+                f"| {label} | {where}: {t['n']} of {total} | {t['success']} | {t['faster']} | {_num(t['mean'])} | "
+                f"{_num(t['max'])} | {_num(t['p75'])} | {_num(t['p50'])} | {_num(t['p25'])} | {_num(t['geomean'])} | "
+                f"{_num(t.get('eager_mean'))} / {_num(t.get('eager_median'))} | "
+                f"{_num(b['first_call_s_median'], '.1f')} / {_num(b['first_call_s_max'], '.1f')} | "
+                f"{fails if group == 'all' else ''} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("report", type=Path, nargs="+",
@@ -222,6 +262,7 @@ def main() -> int:
     s = summarise(report)
     (a.out / "summary.json").write_text(json.dumps(s, indent=1))
     (a.out / "tasks.md").write_text(tasks_md(report))
+    (a.out / "baselines.md").write_text(baselines_md(s, report))
     # the merged rows without their code: the input of a later merge (pass rows.json.gz as a report) once the lane
     # reports themselves are gone, and the numbers behind every table here
     (a.out / "rows.json.gz").write_bytes(gzip.compress(json.dumps(slim(report, [str(p) for p in a.report]))

@@ -143,6 +143,12 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     b = s["baselines"]["torch.compile"]
     assert b["tables"]["all"]["n"] == 5 and b["tables"]["all"]["faster"] == 4 and b["first_call_s_median"] == 20.0
     assert b["tables"]["L3"]["mean"] == 0.5
+    # baselines.md: the paper's table per baseline and level, each row saying how much of the table it covers
+    from bench.kernelbench_summary import baselines_md
+    md = baselines_md(s, {"sources": [{"label": SELF, "rows": me}, {"label": "torch.compile", "rows": comp}]})
+    assert "launch overhead removed on both sides" in md and "0.400 within [0.98, 1.02]" in md
+    assert "| torch.compile | all: 5 of 5 | 5 | 4 | 1.30 | 1.50 |" in md and "| 20.0 / 20.0 | - |" in md
+    assert "| torch.compile | level 3: 1 of 1 | 1 | 0 | 0.50 |" in md
     # a host copy refused in a graph names "pinned memory": not an out-of-memory failure (L3 30 on the H200)
     from bench.kernelbench_summary import cause
     pinned = row("kb/L3/f", 3, 0.0, False, ["runtime-error"], "RuntimeError: Cannot copy between CPU and CUDA "
