@@ -208,8 +208,12 @@ def test_verify_local_reports_corruption_and_missing(ckpt_store, tree, tmp_path)
     (out / "config.json").write_bytes(b"{}")
     (out / "zz.txt").unlink()
     with open(out / BIG, "r+b") as fh:
+        # flip the byte at 3 MiB (read it, then seek back: the read moves the position, and writing 0 or 1 at the
+        # next offset left the file unchanged whenever that random byte already held it, 1 run in ~256)
         fh.seek(3 * MiB)
-        fh.write(b"\x00" if fh.read(1) != b"\x00" else b"\x01")
+        old = fh.read(1)[0]
+        fh.seek(3 * MiB)
+        fh.write(bytes([old ^ 0xFF]))
     assert sorted(verify_local(out)) == [
         "config.json: size 2 != 15 in manifest", f"{BIG}: sha256 mismatch (corrupt)", "zz.txt: missing"]
     assert "no kernelrl-manifest.json" in verify_local(src)[0]
