@@ -433,7 +433,11 @@ def test_cuda_graphs_is_on_by_default_and_a_cpu_evaluation_ignores_it():
     cfg = dataclasses.replace(EvalConfig(device="cpu"), clock="held", cuda_graphs=True, budget_s=0.5,
                               correctness_trials=2, reverify=False, min_rounds=4)
     r = evaluate(_TASK, _CAND, cfg)
-    assert r.success and r.speedup > 0 and "graphs" not in r.timing, r.error
+    # what this test is about: the evaluation ran and timed on the parent's clock, no graphs, no held spans. Not its
+    # verdict: a 0.5 s budget on a loaded 2-core host once drew harness-time-excess on this honest pair (make
+    # test-slow, 2026-12-07), which the charge checks' own tests are about
+    assert r.executable and r.correct and r.timing.get("rounds"), r.error
+    assert "graphs" not in r.timing and "held_work_ms_ref" not in r.timing and "hold_ms" not in r.timing
 
 
 def test_the_worker_captures_only_on_cuda_and_replays_only_what_it_captured():
