@@ -170,14 +170,20 @@ def tasks_md(report: dict) -> str:
             by_task.setdefault(r["task_key"], {})[s["label"]] = r
     # the self-pair's (or the first source's) evaluator version, spans a block and each worker's peak reserved GPU
     # memory (version 23, large sets only): a merged table spans versions, and the largest tasks' memory is the limit
-    lines = ["| task | " + " | ".join(sources) + " | wall s | version | spans | peak GiB ref/cand |",
+    lines = ["Each score is the evaluator's (GPU time per call, launch overhead removed on both sides; the lower bound",
+             "of its interval, unrounded); in brackets the eager estimate (KernelBench-style, host included, never",
+             "rewarded) where the evaluation measured one. wall s, version, spans and peak memory: the self-pair's.",
+             "",
+             "| task | " + " | ".join(sources) + " | wall s | version | spans | peak GiB ref/cand |",
              "|---|" + "---:|" * (len(sources) + 1) + "---|---:|---|"]
     for key in sorted(by_task, key=_task_order):
         cells = []
         for lab in sources:
             r = by_task[key].get(lab)
+            eager = (r or {}).get("eager_speedup")
             cells.append("-" if r is None else "not reached" if r.get("evaluated") is False else
-                         f"{exact(r):.3f}" if r["success"] else "fail: " + cause(r)[:40])
+                         f"{exact(r):.3f}" + (f" ({eager:.2f} eager)" if isinstance(eager, (int, float)) else "")
+                         if r["success"] else "fail: " + cause(r)[:40])
         first = by_task[key].get(SELF) or by_task[key].get(sources[0]) or {}
         w = first.get("wall_s")
         t = first.get("timing") or {}
