@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from kernelrl.evaluation.flags import FATAL  # noqa: E402
 from kernelrl.reports.stats import percentile, summarize_rows  # noqa: E402  (the report's own tables)
+from kernelrl.reports.render import fmt, table  # noqa: E402  (the report's own Markdown cells and tables)
 
 SELF = "the reference itself"
 # Failures of resources or set-up (counted by cause under "failures"); every other fatal flag on a self-pair is the
@@ -196,10 +197,6 @@ def tasks_md(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _num(x, fmt: str = ".2f") -> str:
-    return "-" if x is None else format(x, fmt)
-
-
 def baselines_md(s: dict, report: dict) -> str:
     """The paper's table (mean, max, p75, median, p25, success, faster; per level and overall) for each baseline of
     summary ``s``, with the eager estimate and the compile time beside it, labelled, and how many of the table's
@@ -218,20 +215,20 @@ def baselines_md(s: dict, report: dict) -> str:
         lines += [f"The reference against itself: {s['tasks']} tasks, {s['self_within_2pct']:.3f} within [0.98, 1.02], "
                   f"{s['self_fatal_flags']} fatal flags, "
                   f"{sum(v['count'] for v in s['failures'].values())} failures.", ""]
-    lines += ["| baseline | tasks | success | faster | mean | max | p75 | median | p25 | geomean | eager est. mean / "
-              "median | compile s median / max | failures |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    rows = []
     for label, b in s.get("baselines", {}).items():
         fails = ", ".join(f"{k} {v['count']}" for k, v in b["failures"].items()) or "-"
         for group, t in b["tables"].items():
             total = sum(totals.values()) if group == "all" else totals.get(group, 0)
             where = "all" if group == "all" else "level " + group.removeprefix("L")
-            lines.append(
-                f"| {label} | {where}: {t['n']} of {total} | {t['success']} | {t['faster']} | {_num(t['mean'])} | "
-                f"{_num(t['max'])} | {_num(t['p75'])} | {_num(t['p50'])} | {_num(t['p25'])} | {_num(t['geomean'])} | "
-                f"{_num(t.get('eager_mean'))} / {_num(t.get('eager_median'))} | "
-                f"{_num(b['first_call_s_median'], '.1f')} / {_num(b['first_call_s_max'], '.1f')} | "
-                f"{fails if group == 'all' else ''} |")
+            rows.append([label, f"{where}: {t['n']} of {total}", t["success"], t["faster"],
+                         *(fmt(t[k]) for k in ("mean", "max", "p75", "p50", "p25", "geomean")),
+                         f"{fmt(t.get('eager_mean'))} / {fmt(t.get('eager_median'))}",
+                         f"{fmt(b['first_call_s_median'], 1)} / {fmt(b['first_call_s_max'], 1)}",
+                         fails if group == "all" else ""])
+    lines.append(table(["baseline", "tasks", "success", "faster", "mean", "max", "p75", "median", "p25", "geomean",
+                        "eager est. mean / median", "compile s median / max", "failures"], rows,
+                       ["l", "l"] + ["r"] * 8 + ["l"] * 3))
     return "\n".join(lines) + "\n"
 
 
