@@ -501,6 +501,75 @@ def test_a_compiled_scalar_task_does_not_recompile_while_timed(tmp_path):
         assert r.success and not {"timeout", "leftover-processes"} & set(r.flags), (spec, r.to_dict())
 
 
+STATEFUL_RNN_TASK = """import torch
+import torch.nn as nn
+
+batch_size = 4096
+
+
+class Model(nn.Module):
+    def __init__(self, input_size, hidden_size, output_size):
+        super().__init__()
+        self.hidden = torch.randn((batch_size, hidden_size))  # a plain attribute, rebound by every forward
+        self.i2h = nn.Linear(input_size + hidden_size, hidden_size)
+        self.h2o = nn.Linear(hidden_size, output_size)
+
+    def forward(self, x, initial_hidden=None):
+        if initial_hidden is not None:
+            self.hidden.copy_(initial_hidden)
+        self.hidden = self.hidden.to(x.device)
+        self.hidden = torch.tanh(self.i2h(torch.cat((x, self.hidden), dim=1)))
+        return self.h2o(self.hidden)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, 64), torch.rand(batch_size, 1024)]
+
+
+def get_init_inputs():
+    return [64, 1024, 256]
+"""
+
+
+@pytest.mark.gpu
+def test_the_cuda_graph_baseline_keeps_a_rebound_state_alive(tmp_path):
+    """KernelBench L3 33_VanillaRNN (copy the given hidden state into ``self.hidden``, then rebind ``self.hidden``)
+    failed the CUDA-graph baseline with an illegal memory access (H100, 2026-12-07 c22): the graph writes into the
+    tensor ``self.hidden`` held at capture, which nothing kept. Here its 16 MiB has a segment of its own, so
+    returning cached memory to the driver unmaps it: without the wrapper's held tensors the replay after
+    ``empty_cache`` writes there. In a subprocess (an illegal address ends a process's CUDA context); then through
+    the evaluator."""
+    import subprocess
+    import sys
+
+    from kernelrl.config.stages import EvalConfig
+    from kernelrl.evaluation import evaluate
+    from kernelrl.reports.sources import resolve
+    from kernelrl.tasks.loader import load_task_file
+
+    (tmp_path / "rnn.py").write_text(STATEFUL_RNN_TASK)
+    task = load_task_file(tmp_path / "rnn.py")
+    [pick] = resolve("baseline:cuda-graph", [task], device_kind="cuda").picks
+    (tmp_path / "graph.py").write_text(pick.source)
+    code = f"""
+import importlib.util, torch
+spec = importlib.util.spec_from_file_location("graph", {str(tmp_path / "graph.py")!r})
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+torch.manual_seed(0); ref = m.Model(*m.get_init_inputs()).cuda()
+torch.manual_seed(0); new = m.ModelNew(*m.get_init_inputs()).cuda()
+x, h = (t.cuda() for t in m.get_inputs())
+new(x, h); torch.cuda.synchronize(); torch.cuda.empty_cache()
+got = new(x, h); torch.cuda.synchronize()
+want = ref(x, h)
+assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), (got - want).abs().max().item()
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+    res = evaluate(task, pick.source, EvalConfig(device="cuda", budget_s=0.5, correctness_trials=4, max_wall_s=300))
+    assert res.success and res.speedup > 0, res.to_dict()
+
+
 def test_bench_scores_every_source_of_a_task_before_the_next_task():
     """A bench cut short by --max-minutes keeps paired rows: task by task, each with every source (c19 on one GPU
     got 26 torch.compile rows and no reduce-overhead row when sources went one over all tasks)."""

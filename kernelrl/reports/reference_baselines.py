@@ -12,9 +12,11 @@ and ``reduce-overhead``) and captured in a CUDA graph, each scored by the evalua
 | ``baseline:self`` | ``Model`` itself (a subclass changing nothing): the self-pair, 1.00 expected |
 
 The CUDA-graph wrapper keeps static input buffers, copies the inputs in, replays, and returns clones of the
-outputs (a caller may keep outputs across calls). ``reduce-overhead`` clones its outputs for the same reason, and
-starts a new cudagraph-trees step each call: inductor's graphs reuse their output memory at the next replay. Both
-therefore move the outputs' bytes once more than the reference, which shows on memory-bound tasks.
+outputs (a caller may keep outputs across calls); it also keeps the module's tensor attributes of capture time
+alive with its graph (a forward that rebinds its state would otherwise leave the graph writing freed memory).
+``reduce-overhead`` clones its outputs for the same reason, and starts a new cudagraph-trees step each call:
+inductor's graphs reuse their output memory at the next replay. Both therefore move the outputs' bytes once more
+than the reference, which shows on memory-bound tasks.
 
 Each baseline is the task's own source followed by a ``ModelNew(Model)`` wrapper, so its parameters are the
 reference's, built from the same seed. The compile happens at the first call, which the evaluator gives its
@@ -90,6 +92,11 @@ class ModelNew(Model):
             for _ in range(3):
                 super().forward(*self._kr_static)
         _kr_torch.cuda.current_stream().wait_stream(side)
+        # The module's own tensors as the capture finds them, kept alive with the graph: a forward that writes into
+        # an attribute and then rebinds it (KernelBench L3 33_VanillaRNN: self.hidden.copy_(h), then self.hidden =
+        # a new tensor) leaves the graph writing into the old tensor, whose memory would otherwise go back to the
+        # allocator and, once cached memory is returned to the driver, be written unmapped (an illegal address).
+        self._kr_held = [v for m in self.modules() for v in vars(m).values() if isinstance(v, _kr_torch.Tensor)]
         self._kr_graph = _kr_torch.cuda.CUDAGraph()
         with _kr_torch.cuda.graph(self._kr_graph):
             self._kr_out = super().forward(*self._kr_static)
