@@ -97,6 +97,12 @@ def test_candidate_errors_name_the_candidate_not_the_harness(tmp_path):
     assert "runtime-error" in d["flags"]
     assert "candidate.py, line 5, in helper" in d["error"] and "candidate.py, line 10, in forward" in d["error"]
     assert "kernelrl/evaluation" not in d["error"] and "worker.py" not in d["error"]
+    # where the command's own seconds went (the process's age at each step), and its workers' closing
+    marks = d["command_s"]
+    assert list(marks) == ["cli_ready", "device_named", "workers_started", "torch_imported", "evaluated"], marks
+    assert all(isinstance(v, float) for v in marks.values()) and list(marks.values()) == sorted(marks.values())
+    assert marks["evaluated"] - marks["torch_imported"] >= d["wall_s"] - 0.05, (marks, d["wall_s"])
+    assert 0 <= d["timing"]["close_s"] <= d["wall_s"], d["timing"]
 
 
 def test_json_is_one_object_when_the_task_itself_fails(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -23,6 +24,8 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
 ) -> None:
     """Evaluate CANDIDATE against TASK. Exit 0 whenever the evaluation ran, whatever the candidate did."""
+    # where a cold command's seconds go, beside evaluate's own phases: this process's age at each step (--json)
+    marks = {"cli_ready": process_age()}
     from kernelrl.config.recipes import validate_values
     from kernelrl.config.stages import EvalConfig
     from kernelrl.errors import ConfigError
@@ -34,6 +37,7 @@ def eval_cmd(
     if not candidate.is_file():
         raise ConfigError(f"{candidate}: no such candidate file")
     device = resolve_device(device)  # asks the CUDA driver, not torch (config/devices.py)
+    marks["device_named"] = process_age()
     cfg = EvalConfig(device=device, train_mode=not eval_mode)
     if budget_s is not None:
         cfg = dataclasses.replace(cfg, budget_s=budget_s)
@@ -53,6 +57,7 @@ def eval_cmd(
         # the cold command on an H200 spent ~4 s in its own torch import, then ~4.5 s waiting for its workers'
         # (bench/results/2026-11-29-h200-cold-eval).
         prestart(cfg, device, cand_source=source)  # a torch.compile candidate's worker imports it too
+        marks["workers_started"] = process_age()
     from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
     from kernelrl.evaluation import session as eval_session
 
@@ -61,6 +66,7 @@ def eval_cmd(
     # this evaluation's own start (the cold command took 27 s on the H100 x4, 7 s of it the reference's start:
     # bench/results/2026-11-28-h100x4-evaluator-v13)
     eval_session.SPARE_WORKERS = 0
+    marks["torch_imported"] = process_age()
     if as_json:
         from kernelrl.errors import KernelRLError
 
@@ -84,20 +90,37 @@ def eval_cmd(
         st.upgrade()
         cid = st.add_candidate(st.upsert_task(t), source, origin_stage="eval")
         st.add_evaluation(cid, res.to_dict(), dataclasses.asdict(cfg))
+    marks["evaluated"] = process_age()
     if as_json:
-        typer.echo(json.dumps(res.to_dict()))
+        # command_s: this process's age (s) with its CLI imported, its device named, its workers started, torch
+        # imported, the result in hand (the exit after printing is not in it)
+        typer.echo(json.dumps({**res.to_dict(), "command_s": marks}))
         return
     print_summary(t.key, res)
+
+
+def process_age() -> float | None:
+    """Seconds since this process started, from the kernel's own clock (Linux /proc, 10 ms ticks; None elsewhere):
+    the interpreter's start and the imports before any line of ours are in it, which a timer started here would miss."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rpartition(")")[2].split()[19])
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        return round(up - ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def print_summary(task_key: str, res) -> None:
     """The readable result: the verdict, the timing with its clock, the eager estimate, fatal flags' meanings."""
     from kernelrl.evaluation.flags import FATAL, describe
 
-    tm = res.timing
+    tm = res.timing or {}
+    timed = tm.get("estimate") is not None  # a candidate that failed before its timed blocks has no timing line
     typer.echo(f"task        {task_key}\ndevice      {res.device_type}\nexecutable  {res.executable}\n"
                f"correct     {res.correct}\nspeedup     {res.speedup:.2f}x\nflags       {', '.join(res.flags) or '-'}")
-    if tm:
+    if timed:
         typer.echo(f"timing      estimate {tm.get('estimate')}x, "
                    f"95% interval [{tm.get('ci_low')}, {tm.get('ci_high')}] "
                    f"(the score is its lower bound), {tm.get('rounds')} paired spans of {tm.get('calls_per_round')} "
@@ -106,7 +129,7 @@ def print_summary(task_key: str, res) -> None:
     rv = tm.get("reverify") if isinstance(tm, dict) else None
     if isinstance(rv, dict) and rv.get("why"):
         typer.echo(f"reverify    {rv['why']}")
-    if tm:
+    if timed:
         # device_type is "cpu" or the GPU's name (EvalResult)
         typer.echo(f"clock       {CLOCK_NOTE['cpu' if res.device_type in ('cpu', None, '') else 'cuda']}")
     line = eager_line(tm.get("eager") if isinstance(tm, dict) else None)

@@ -42,7 +42,7 @@ from kernelrl.evaluation.correctness import check_correctness
 from kernelrl.evaluation.eager import measure_eager
 from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError
 from kernelrl.evaluation.reverify import reverify
-from kernelrl.evaluation.sandbox import become_subreaper, child_pids, kill_orphans
+from kernelrl.evaluation.sandbox import become_subreaper, child_pids, close_together, kill_orphans
 from kernelrl.evaluation.session import Session, candidate_frames, candidate_hash
 from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags, syntax_error
@@ -137,11 +137,10 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
         result.speedup = 0.0
         result.error = f"evaluator error: {type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"
     finally:
+        t_close = time.monotonic()
         known = {w.pid for w in (s.ref, s.cand, s.holder) if w is not None}
-        leftovers = s.cand.close() if s.cand is not None else []
-        for w in (s.ref, s.holder):
-            if w is not None:
-                w.close()
+        leftovers = close_together(s.cand, s.ref, s.holder)
+        result.timing["close_s"] = round(time.monotonic() - t_close, 3)  # after the phases, inside wall_s
         if s.sems is not None:
             s.sems.close()
         leftovers += kill_orphans(known | before)
@@ -177,6 +176,10 @@ def _protocol(s: Session, result: EvalResult, baseline: dict) -> None:
         result.timing["state_tensors_shipped"] = s.state_shipped
     result.sandbox.update(network_isolated=s.cand.network_isolated, uid=s.cand.uid, sync_schedule=h.get("sched"))
     result.timing["compiler_preimport_s"] = s.cand.warmed.get("compiler_s")  # its warm-up's (spares.with_compiler)
+    # each worker's device context as its start made it (worker_context.py; report only): seconds, or why not
+    ctx = {"ref": s.ref.warmed.get("context"), "cand": s.cand.warmed.get("context") or h.get("context")}
+    if any(ctx.values()):
+        result.timing["worker_context"] = ctx
     if h.get("ext_failures"):
         result.flag("extension-build-failed")
         result.compile_error = "; ".join(h["ext_failures"])[:2000]

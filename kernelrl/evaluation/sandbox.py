@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 
-from kernelrl.evaluation import ipc
+from kernelrl.evaluation import ipc, worker_context
 from kernelrl.evaluation.ipc import Channel
 from kernelrl.evaluation.mounts import apply_mount_plan, mount_plan, needed_paths
 
@@ -341,6 +341,7 @@ class WorkerProcess:
         env = scrubbed_env(self.tmp, cache_dir, threads)
         if blocking_sync and device.startswith("cuda"):
             env["KERNELRL_BLOCKING_SYNC"] = "1"
+        env.update(worker_context.for_worker(device))  # its device context begins beside its torch import
         if device.startswith("cuda"):
             mem_limit_mb = None  # CUDA reserves huge virtual ranges: RLIMIT_AS would break it
         # Spawned and registered under the registry lock: another thread's kill_orphans must never see this
@@ -544,6 +545,32 @@ def _netns_differs(pid: int) -> bool:
 
 ACTIVE_WORKERS: set[int] = set()  # workers of evaluations running in this process (several threads may evaluate)
 ACTIVE_UIDS: dict[int, int] = {}  # worker pid -> its candidate's own uid (when privileges are dropped)
+def close_together(first: WorkerProcess | None, *others: WorkerProcess | None) -> list[int]:
+    """Close ``first`` (an evaluation's candidate: its leftover pids are returned, WorkerProcess.close) and
+    ``others`` side by side, one thread each beyond the first: a killed GPU worker's exit waits for its device
+    context's teardown, which one worker after the other put on every GPU evaluation's wall time. An exception of
+    any close is raised once all have ended."""
+    errors: list[BaseException] = []
+
+    def close(w: WorkerProcess) -> None:
+        try:
+            w.close()
+        except BaseException as e:  # noqa: BLE001 - raised below, after the others are closed too
+            errors.append(e)
+
+    threads = [threading.Thread(target=close, args=(w,), name="kernelrl-close") for w in others if w is not None]
+    for t in threads:
+        t.start()
+    try:
+        leftovers = first.close() if first is not None else []
+    finally:
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    return leftovers
+
+
 REGISTRY_LOCK = threading.Lock()  # spawning + registering a worker vs. kill_orphans scanning our children
 
 

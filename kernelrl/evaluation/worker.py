@@ -20,6 +20,10 @@ import sys
 import time
 import traceback
 
+from kernelrl.evaluation import worker_context
+
+worker_context.begin()  # the device context is made in a thread while torch imports below (worker_context.py)
+
 import torch
 
 from kernelrl.evaluation.held import SEM_DONE, SEM_GO
@@ -197,6 +201,7 @@ def cmd_holder(h, _tensors):
     STATE["device"] = h["device"]
     dev = _device()
     if dev.type == "cuda":
+        worker_context.wait()  # the context its thread began, before torch makes one
         torch.cuda.set_device(dev.index or 0)
     torch.zeros(1, device=dev)
     STATE["holder_sems"] = {side: _map_semaphores(path) for side, path in h["paths"].items()}

@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from kernelrl.evaluation import worker_context
 from kernelrl.evaluation.worker_inputs import input_template, jsonable
 from kernelrl.evaluation.worker_state import STATE, device
 
@@ -80,8 +81,15 @@ def schedule_blocking_sync() -> None:
     sleep instead of spinning. Why: under the held clock such a sync waits out the holder's hold, and a spinning
     wait is CPU time, which the host check (held.charges "cpu") cannot tell from host work done while the hold
     kept the GPU: an honest MoE that syncs once a call was charged 30 ms a call (H100, ninth session). The
-    harness's own waits sleep already (_held_settle). Once per process; the result is in STATE["sched"]."""
-    if "sched" in STATE or os.environ.get("KERNELRL_BLOCKING_SYNC") != "1":
+    harness's own waits sleep already (_held_settle). Once per process; the result is in STATE["sched"]. Where the
+    worker's context thread ran (worker_context.py: it set the flag first, the same way), its result is taken."""
+    if "sched" in STATE:
+        return
+    STATE["early_context"] = early = worker_context.wait()  # before any CUDA call of torch's
+    if os.environ.get("KERNELRL_BLOCKING_SYNC") != "1":
+        return
+    if "sched" in early:
+        STATE["sched"] = early["sched"]
         return
     import ctypes
 
@@ -121,7 +129,8 @@ def cmd_warm(h, _tensors):
         for name in ("torch._dynamo", "torch._inductor.compile_fx"):
             importlib.import_module(name)
         compiler_s = round(time.monotonic() - t0, 3)
-    return {"ok": True, "sched": STATE.get("sched", "default"), "compiler_s": compiler_s}, []
+    return {"ok": True, "sched": STATE.get("sched", "default"), "compiler_s": compiler_s,
+            "context": STATE.get("early_context")}, []
 
 
 def cmd_load(h, _tensors):
@@ -159,7 +168,7 @@ def cmd_load(h, _tensors):
     gc.collect()
     gc.freeze()  # what exists now (torch, the module, the model) is never scanned again: short, rare collections
     reply = {"ok": True, "ext_builds": STATE["ext_builds"], "ext_failures": STATE["ext_failures"],
-             "sched": STATE.get("sched", "default")}
+             "sched": STATE.get("sched", "default"), "context": STATE.get("early_context")}
     tensors = []
     STATE["template"] = h.get("template")
     STATE["task_source"] = h.get("task_source")  # the candidate's worker: the task's get_inputs (cmd_draw_run)
