@@ -1085,6 +1085,86 @@ def test_each_worker_draws_the_same_correctness_sets_from_a_seed_and_variant():
         assert torch.equal(old[0], a[0]), variant
 
 
+def test_variants_work_in_place_and_give_the_values_of_the_old_expressions(monkeypatch):
+    """Correctness' random-source variants transform the fresh draw in place (KernelBench's 16 GiB inputs: out of
+    place, ``heavy`` held four tensors of that size at once), with values bit for bit those of the expressions they
+    replaced (OldRandom: the code before, its own draws going through the wrapped sources as they did), for every
+    variant and real dtype; a draw that asked for gradients still does."""
+    from kernelrl.evaluation.worker_inputs import VARIANTS, VariedRandom
+
+    class OldRandom(VariedRandom):
+        def normal(self, x):
+            v = self.variant
+            if v == "scaled":
+                return x * self.scale + self.shift
+            if v == "uniform":
+                return torch.rand(x.shape, generator=self.g, dtype=x.dtype).to(x.device) * 4 - 2
+            if v == "heavy":
+                u = torch.rand(x.shape, generator=self.g, dtype=x.dtype).clamp_min(0.05).to(x.device)
+                return x / u.sqrt()
+            return x * 1e-3 if v == "small" else x
+
+        def unit(self, x):
+            v = self.variant
+            if v == "scaled":
+                return x ** (1.0 / max(self.scale, 0.2))
+            if v == "heavy":
+                return x ** 4
+            return x * 1e-3 if v == "small" else x
+
+    def draw(cls, variant, name, dtype):
+        with cls(variant, torch.Generator().manual_seed(3)):
+            torch.manual_seed(5)
+            return getattr(torch, name)(64, 33, dtype=dtype)
+
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for variant in VARIANTS:
+            for name in ("randn", "rand"):
+                got, want = draw(VariedRandom, variant, name, dtype), draw(OldRandom, variant, name, dtype)
+                assert got.dtype == dtype and torch.equal(got, want), (dtype, variant, name)
+                if (variant, name) not in (("normal", "randn"), ("normal", "rand"), ("uniform", "rand")):
+                    assert not torch.equal(got, draw(VariedRandom, "normal", name, dtype)), (variant, name)
+    # in place: the tensor get_inputs receives is the draw itself (its memory), not a second one of its size
+    drawn: list[int] = []
+    for name in ("randn", "rand"):
+        real = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *a, _f=real, **k: drawn.append((t := _f(*a, **k)).data_ptr()) or t)
+    for variant in ("scaled", "heavy", "small"):
+        for name in ("randn", "rand"):
+            drawn.clear()
+            with VariedRandom(variant, torch.Generator().manual_seed(3)):
+                t = getattr(torch, name)(64, 33)
+            assert t.data_ptr() == drawn[0], (variant, name)
+    monkeypatch.undo()
+    with VariedRandom("heavy", torch.Generator().manual_seed(3)):
+        x = torch.randn(8, 8, requires_grad=True)
+        y = torch.rand(8, 8, requires_grad=True)
+    assert x.requires_grad and x.is_leaf and y.requires_grad and y.is_leaf
+    with VariedRandom("uniform", torch.Generator().manual_seed(3)):
+        z = torch.randn(8, 8, requires_grad=True)
+    assert z.requires_grad and z.is_leaf
+
+
+@pytest.mark.gpu
+def test_a_variant_draw_on_the_gpu_holds_at_most_two_tensors_of_its_size():
+    """On the device, where KernelBench's 16 GiB inputs are drawn: a 1 GiB draw under each variant peaks at two
+    tensors of its size (the draw and a uniform, ``heavy`` and ``uniform``), one for the others; out of place,
+    ``heavy`` peaked at five (the draw, the uniform, its clamp, its square root, the quotient)."""
+    from kernelrl.evaluation.worker_inputs import VARIANTS, VariedRandom
+
+    size = 1 << 30
+    for variant in VARIANTS:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        with torch.device("cuda"), VariedRandom(variant, torch.Generator(device="cuda").manual_seed(3)):
+            x = torch.randn(size // 4)
+        peak = torch.cuda.max_memory_allocated() - base
+        assert peak <= (2 if variant in ("heavy", "uniform") else 1) * size + (1 << 20), (variant, peak / size)
+        del x
+
+
 SCALAR_TASK = """import torch
 import torch.nn as nn
 

@@ -8,13 +8,16 @@
 # 2. The cold command A/B (issue 32 item 4, goal <= 12 s): ELU against itself, the context thread on and off
 #    (KERNELRL_EARLY_CONTEXT=0 in the parent), alternating, three each; a candidate that does not parse; each JSON's
 #    command_s (the process's age at each step), timing.close_s and timing.worker_context into $OUT/cold.tgz.
-# 3. L3 33_VanillaRNN under the CUDA-graph baseline again (the wrapper's fix; its row replaces c22's failure).
+# 3. L3 33_VanillaRNN under the CUDA-graph baseline again (the wrapper's fix; its row replaces c22's failure), and
+#    L1 45/46 (correctness' variants now drawn in place: their out-of-memory failures should be gone); plus the GPU
+#    test of that (tests/test_evaluator.py, the variant draw's peak).
 # 4. Both torch.compile modes over level 1 from where c23 stopped (levels.sh), until the deadline.
 CALL=c24 DEADLINE=${DEADLINE:-565}
 source .calls/setup.sh
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_worker_context.py \
     "tests/test_reports.py::test_the_cuda_graph_baseline_keeps_a_rebound_state_alive" \
-    "tests/redteam/test_redteam_cuda.py::test_redteam_cuda[honest_host_sync]" 2>&1 | tail -15 | tee "$OUT/gputests.log"
+    "tests/redteam/test_redteam_cuda.py::test_redteam_cuda[honest_host_sync]" \
+    "tests/test_evaluator.py::test_a_variant_draw_on_the_gpu_holds_at_most_two_tensors_of_its_size" 2>&1 | tail -15 | tee "$OUT/gputests.log"
 T=kernelrl/tasks/builtin/level1/11_ELU.py
 mkdir -p /tmp/cold "$OUT/cold"
 now() { date +%s.%N; }
@@ -39,12 +42,16 @@ printf 'class ModelNew(torch.nn.Module:\n    pass\n' > /tmp/cold/broken.py
 cold broken "$T" /tmp/cold/broken.py
 tar -C "$OUT" -czf "$OUT/cold.tgz" cold && rm -rf "$OUT/cold"
 echo "left after the cold commands: $(left) s"
-# 3: the one task, as lane1.sh's kblane runs a level (its report packed beside the levels' lanes below)
+# 3: the three tasks, as lane1.sh's kblane runs a level (their reports packed beside the levels' lanes below)
 kblane 0 l3c24g 3 33_VanillaRNN baseline:cuda-graph
-grep "\[1/" /tmp/kb/l3c24g.log | cut -c1-300
+kblane 0 l1c24g 1 45_Average_Pooling_2D,46_Average_Pooling_3D baseline:cuda-graph
 mkdir -p /tmp/lanes_c24g
-[ -s /tmp/kb/l3c24g/report/report.json ] && gzip -c /tmp/kb/l3c24g/report/report.json > /tmp/lanes_c24g/l3c24g-report.json.gz
-cp /tmp/kb/l3c24g.log /tmp/lanes_c24g/ 2>/dev/null; tar -C /tmp -cf "$OUT/c24g-lanes.tar" lanes_c24g
+for n in l3c24g l1c24g; do
+  grep "\[[12]/" /tmp/kb/$n.log | cut -c1-300
+  [ -s /tmp/kb/$n/report/report.json ] && gzip -c /tmp/kb/$n/report/report.json > /tmp/lanes_c24g/$n-report.json.gz
+  cp /tmp/kb/$n.log /tmp/lanes_c24g/ 2>/dev/null
+done
+tar -C /tmp -cf "$OUT/c24g-lanes.tar" lanes_c24g
 # 4
 CALL=c24 LVLS="1" DEADLINE=$(( $(left) - 10 )) bash .calls/levels.sh
 echo "call 24 ended at $((SECONDS - T0)) s"
