@@ -1149,7 +1149,7 @@ def test_variants_work_in_place_and_give_the_values_of_the_old_expressions(monke
 def test_a_variant_draw_on_the_gpu_holds_at_most_two_tensors_of_its_size():
     """On the device, where KernelBench's 16 GiB inputs are drawn: a 1 GiB draw under each variant peaks at two
     tensors of its size (the draw and a uniform, ``heavy`` and ``uniform``), one for the others; out of place,
-    ``heavy`` peaked at five (the draw, the uniform, its clamp, its square root, the quotient)."""
+    ``heavy`` peaked at four (the draw, the uniform, its square root, the quotient)."""
     from kernelrl.evaluation.worker_inputs import VARIANTS, VariedRandom
 
     size = 1 << 30
