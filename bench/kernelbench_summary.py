@@ -13,10 +13,11 @@ from one ``kernelrl bench`` report over the KernelBench suite.
 consistent on a task when it scores it within [0.98, 1.02] with no fatal flag. Writes summary.json with ``tasks``,
 ``self_within_2pct`` (share of tasks), ``self_fatal_flags`` (self-pairs with a fatal flag other than a resource
 failure, a reference that ran out of memory or time among those: the evaluator disagreeing with itself), ``failures``
-(self-pairs not successful, by cause: memory, time, unsupported inputs, other), ``median_eval_wall_s``,
-``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the report's own tables,
-``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, the median compile time
-at the first call, reported apart, and its failures by the same causes, "reference is rounding" among them),
+(self-pairs not successful, by cause: memory, time, unsupported inputs, not capturable, wrong output, other),
+``median_eval_wall_s``, ``max_eval_wall_s`` (every evaluation of the report), ``baselines`` (per baseline: the
+report's own tables, ``kernelrl.reports.stats.summarize_rows``, overall and per level on the evaluator's clock, the
+median compile time at the first call, reported apart, and its failures by the same causes, "reference is rounding"
+among them),
 ``evaluator_versions`` (rows per evaluator version: a merge may span a version bump), ``devices`` (evaluated rows
 per GPU: a merge across kinds is refused without ``--mixed-devices``), tasks.md, baselines.md (the paper's table per
 baseline and level, labelled with its clock) and rows.json.gz:
@@ -48,7 +49,8 @@ RESOURCE = {"timeout", "out-of-memory", "build-failed", "crashed", "evaluation-f
 
 
 def cause(row: dict) -> str:
-    """Why a self-pair failed, in the issue's classes."""
+    """Why a row failed, in the issue's classes (memory, time, unsupported inputs) and, for the baselines, a forward a
+    CUDA graph cannot capture and a wrong output; the rest "other" with its error."""
     text = " ".join([str(row.get("error") or ""), *map(str, row.get("flags") or [])]).lower()
     if "out-of-memory" in text or "out of memory" in text:  # not any "memory": "pinned memory" is a host copy
         return "memory"
@@ -60,6 +62,11 @@ def cause(row: dict) -> str:
         return "not evaluated"
     if "reference-is-rounding" in (row.get("flags") or []):  # the task's output is float32 rounding (L2 23)
         return "reference is rounding"
+    # the CUDA-graph baseline on a forward a graph cannot hold (a host tensor made in forward: L2 83 and 93, L3 30)
+    if "during cuda graph capture" in text or "during capturing" in text or "stream is capturing" in text:
+        return "not capturable: " + str(row.get("error") or "")[:60]
+    if "wrong-output" in (row.get("flags") or []):  # e.g. a replayed graph's dropout mask (L2 66)
+        return "wrong output: " + str(row.get("error") or "")[:60]
     return "other: " + (str(row.get("error") or ", ".join(row.get("flags") or [])) or "incorrect")[:80]
 
 

@@ -153,7 +153,9 @@ def test_kernelbench_summary_counts_self_pairs_failures_and_baselines():
     from bench.kernelbench_summary import cause
     pinned = row("kb/L3/f", 3, 0.0, False, ["runtime-error"], "RuntimeError: Cannot copy between CPU and CUDA "
                  "tensors during CUDA graph capture unless the CPU tensor is pinned. Please use tensor.pin_memory()")
-    assert cause(pinned).startswith("other: ") and cause(me[3]) == "memory"
+    assert cause(pinned).startswith("not capturable: ") and cause(me[3]) == "memory"
+    wrong = row("kb/L2/h", 2, 0.0, False, ["wrong-output"], "correctness trial 1: output 0: 5009/2097152 elements")
+    assert cause(wrong).startswith("wrong output: ")
     # a reference that ran out of memory after the candidate ran (flagged reference-disturbed): on a self-pair a
     # memory failure, not the evaluator disagreeing with itself (24 of level 1 on the H100 at version 22)
     oom = row("kb/L1/g", 1, 0.0, False, ["reference-disturbed"], "the reference failed on stage: OutOfMemoryError: "

@@ -26,8 +26,6 @@ def eval_cmd(
     """Evaluate CANDIDATE against TASK. Exit 0 whenever the evaluation ran, whatever the candidate did."""
     # where a cold command's seconds go, beside evaluate's own phases: this process's age at each step (--json)
     marks = {"cli_ready": process_age()}
-    from kernelrl.config.recipes import validate_values
-    from kernelrl.config.stages import EvalConfig
     from kernelrl.errors import ConfigError
     from kernelrl.tasks import get_task
 
@@ -38,14 +36,8 @@ def eval_cmd(
         raise ConfigError(f"{candidate}: no such candidate file")
     device = resolve_device(device)  # asks the CUDA driver, not torch (config/devices.py)
     marks["device_named"] = process_age()
-    cfg = EvalConfig(device=device, train_mode=not eval_mode)
-    if budget_s is not None:
-        cfg = dataclasses.replace(cfg, budget_s=budget_s)
-    if correctness_trials is not None:
-        cfg = dataclasses.replace(cfg, correctness_trials=correctness_trials)
-    if load_timeout_s is not None:
-        cfg = dataclasses.replace(cfg, load_timeout_s=load_timeout_s)
-    validate_values(cfg, "eval")
+    cfg = eval_config(device, eval_mode, budget_s=budget_s, correctness_trials=correctness_trials,
+                      load_timeout_s=load_timeout_s)
     source = candidate.read_text(errors="replace")
 
     from kernelrl.evaluation.static import syntax_error
@@ -97,6 +89,17 @@ def eval_cmd(
         typer.echo(json.dumps({**res.to_dict(), "command_s": marks}))
         return
     print_summary(t.key, res)
+
+
+def eval_config(device: str, eval_mode: bool, **given):
+    """The command's EvalConfig: the defaults, with the options the user gave (None: not given), validated."""
+    from kernelrl.config.recipes import validate_values
+    from kernelrl.config.stages import EvalConfig
+
+    cfg = dataclasses.replace(EvalConfig(device=device, train_mode=not eval_mode),
+                              **{k: v for k, v in given.items() if v is not None})
+    validate_values(cfg, "eval")
+    return cfg
 
 
 def process_age() -> float | None:

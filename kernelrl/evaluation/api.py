@@ -26,6 +26,7 @@ Protocol (the paper's, made fast, with the clock in a trusted parent):
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 import traceback
 from typing import Callable
@@ -42,7 +43,7 @@ from kernelrl.evaluation.correctness import check_correctness
 from kernelrl.evaluation.eager import measure_eager
 from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError
 from kernelrl.evaluation.reverify import reverify
-from kernelrl.evaluation.sandbox import become_subreaper, child_pids, close_together, kill_orphans
+from kernelrl.evaluation.sandbox import WorkerProcess, become_subreaper, child_pids, kill_orphans
 from kernelrl.evaluation.session import Session, candidate_frames, candidate_hash
 from kernelrl.evaluation.spares import SPARES
 from kernelrl.evaluation.static import static_flags, syntax_error
@@ -155,6 +156,32 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
         reverify(task_source, candidate_source, cfg, device, result)
     result.wall_s = round(time.monotonic() - t_start, 3)
     return result
+
+
+def close_together(first: WorkerProcess | None, *others: WorkerProcess | None) -> list[int]:
+    """Close ``first`` (an evaluation's candidate: its leftover pids are returned, WorkerProcess.close) and
+    ``others`` side by side, one thread each beyond the first: a killed GPU worker's exit waits for its device
+    context's teardown, which one worker after the other put on every GPU evaluation's wall time. An exception of
+    any close is raised once all have ended."""
+    errors: list[BaseException] = []
+
+    def close(w: WorkerProcess) -> None:
+        try:
+            w.close()
+        except BaseException as e:  # noqa: BLE001 - raised below, after the others are closed too
+            errors.append(e)
+
+    threads = [threading.Thread(target=close, args=(w,), name="kernelrl-close") for w in others if w is not None]
+    for t in threads:
+        t.start()
+    try:
+        leftovers = first.close() if first is not None else []
+    finally:
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    return leftovers
 
 
 def _protocol(s: Session, result: EvalResult, baseline: dict) -> None:

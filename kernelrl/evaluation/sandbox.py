@@ -545,32 +545,6 @@ def _netns_differs(pid: int) -> bool:
 
 ACTIVE_WORKERS: set[int] = set()  # workers of evaluations running in this process (several threads may evaluate)
 ACTIVE_UIDS: dict[int, int] = {}  # worker pid -> its candidate's own uid (when privileges are dropped)
-def close_together(first: WorkerProcess | None, *others: WorkerProcess | None) -> list[int]:
-    """Close ``first`` (an evaluation's candidate: its leftover pids are returned, WorkerProcess.close) and
-    ``others`` side by side, one thread each beyond the first: a killed GPU worker's exit waits for its device
-    context's teardown, which one worker after the other put on every GPU evaluation's wall time. An exception of
-    any close is raised once all have ended."""
-    errors: list[BaseException] = []
-
-    def close(w: WorkerProcess) -> None:
-        try:
-            w.close()
-        except BaseException as e:  # noqa: BLE001 - raised below, after the others are closed too
-            errors.append(e)
-
-    threads = [threading.Thread(target=close, args=(w,), name="kernelrl-close") for w in others if w is not None]
-    for t in threads:
-        t.start()
-    try:
-        leftovers = first.close() if first is not None else []
-    finally:
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
-    return leftovers
-
-
 REGISTRY_LOCK = threading.Lock()  # spawning + registering a worker vs. kill_orphans scanning our children
 
 

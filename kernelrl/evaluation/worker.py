@@ -36,7 +36,7 @@ from kernelrl.evaluation.worker_inputs import (draw_inputs as _draw_inputs, gene
                                                generate_columns as _generate_columns, inputs_module as _inputs_module,
                                                refill_columns as _refill_columns,
                                                restart_generators as _restart_generators, rows as _rows)
-from kernelrl.evaluation.worker_memory import (cmd_trim, forward_transient as _forward_transient,
+from kernelrl.evaluation.worker_memory import (cmd_bandwidth, cmd_trim, forward_transient as _forward_transient,
                                                held_summary as _held_summary)
 from kernelrl.evaluation.worker_variation import cmd_rerun
 from kernelrl.evaluation.worker_share import cmd_compare_kept, keep_outputs as _keep_outputs, release as _release_kept
@@ -277,26 +277,6 @@ def cmd_echo(h, tensors):
     outs = [torch.zeros(s, dtype=getattr(torch, d), device=dev) for s, d in zip(h["out_shapes"], h["out_dtypes"])]
     _sync()
     return {"ok": True, "moved": len(moved)}, outs
-
-
-def cmd_bandwidth(h, _tensors):
-    """Device memory bandwidth (bytes read + written per second) from a large device-to-device copy."""
-    dev = _device()
-    if dev.type != "cuda":
-        return {"ok": True, "bytes_per_s": None}, []
-    a = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=dev)
-    b = torch.empty_like(a)
-    for _ in range(3):
-        b.copy_(a)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        b.copy_(a)
-    end.record()
-    torch.cuda.synchronize()
-    secs = start.elapsed_time(end) / 1000
-    return {"ok": True, "bytes_per_s": 2 * a.numel() * 10 / secs, "device_name": torch.cuda.get_device_name(dev)}, []
 
 
 def _l2_flush_buffer(dev: torch.device):

@@ -90,3 +90,23 @@ def held_summary() -> str:
         return out or "nothing"
     except Exception as e:  # noqa: BLE001 - a diagnosis must not hide the error it diagnoses
         return f"unknown ({type(e).__name__})"
+
+
+def cmd_bandwidth(h, _tensors):
+    """Device memory bandwidth (bytes read + written per second) from a large device-to-device copy."""
+    dev = device()
+    if dev.type != "cuda":
+        return {"ok": True, "bytes_per_s": None}, []
+    a = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=dev)
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        b.copy_(a)
+    end.record()
+    torch.cuda.synchronize()
+    secs = start.elapsed_time(end) / 1000
+    return {"ok": True, "bytes_per_s": 2 * a.numel() * 10 / secs, "device_name": torch.cuda.get_device_name(dev)}, []
