@@ -358,6 +358,7 @@ def test_a_wrong_output_compared_on_the_device_is_judged_in_the_reference_worker
         judge = {"sets": sets, "out_bytes": 64 * 1024 * 4}
         r = ask(exact, **judge)
         assert r["bad"] is None and [i for i, _ in r["judged"]] == [0, 1], r
+        assert set(r["times_s"]) == {"open", "compare", "close"} and min(r["times_s"].values()) >= 0, r
         rec = r["judged"][1][1]
         assert rec["within_precision"] and not rec["within"] and rec["ref_rel_norm"] == 0.0, rec
         assert rec["cand_f64_rel_norm"] < 1e-3 * rec["ref_f64_rel_norm"] and rec["f64_error"] is None, rec
@@ -389,11 +390,15 @@ def test_the_parent_takes_the_device_judgement_as_its_own(monkeypatch):
         rec = {"ref_rel_norm": 0.0, "ref_max_abs": 0.0, "cand_rel_norm": 9e-4, "cand_max_abs": 1e-3,
                "within": False, "ref_f64_rel_norm": 9e-4, "ref_f64_max_abs": 1e-3, "cand_f64_rel_norm": 5e-8,
                "cand_f64_max_abs": 1e-7, "within_precision": True, "f64_error": None}
-        return "ok", {"bad": None, "judged": [(0, rec)], "unjudged": False}
+        return "ok", {"bad": None, "judged": [(0, rec)], "unjudged": False,
+                      "times_s": {"open": 0.25, "compare": 0.5, "close": 0.125}}
 
     monkeypatch.setattr(session_mod.Session, "on_device", lambda self, out_bytes: self.share_ok)
     monkeypatch.setattr(session_mod.Session, "compare_kept", compare_kept)
     r = evaluate(ROUNDED, _cand(ROUNDED, "        return torch.tanh(x)"), CFG)
+    # the reference worker's own seconds, summed over the correctness batches (where a compare's time goes)
+    assert r.timing["device_compare_s"] == {"open": 0.25 * len(seen), "compare": 0.5 * len(seen),
+                                            "close": 0.125 * len(seen)}, r.timing
     v = r.timing.get("reference_variation") or {}
     assert r.correct and "within-reference-precision" in r.flags and "device_compare_redone" not in r.timing, r.timing
     assert r.timing["device_compare_judged"] == len(seen) and v["sets_passed"] >= len(seen), r.timing

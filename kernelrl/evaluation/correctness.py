@@ -147,6 +147,9 @@ def _compare_sets(s: Session, result: EvalResult, keep: bool, ref: tuple, cand: 
         if how == "fallback":
             result.timing["device_compare"] = f"fell back to the host: {got}"[:300]
             return False
+        dc = result.timing.setdefault("device_compare_s", {})  # the reference worker's own seconds (report only)
+        for key, v in (got.get("times_s") or {}).items():
+            dc[key] = round(dc.get(key, 0.0) + float(v), 4)
         note = ""
         for _, rec in got["judged"]:  # judged on the device (version 20): the same record and flags as here
             note, _ = note_variation(result, rec)

@@ -389,7 +389,7 @@ class Session(HeldPhases):
         bad = h.get("bad")
         return "ok", {"bad": (int(bad[0]), str(bad[1]), str(bad[2])) if bad else None,
                       "judged": [(int(i), dict(rec)) for i, rec in h.get("judged") or []],
-                      "unjudged": bool(h.get("unjudged"))}
+                      "unjudged": bool(h.get("unjudged")), "times_s": dict(h.get("times_s") or {})}
 
     def trim(self, set_bytes: int, *workers: WorkerProcess, graphs: bool = False) -> None:
         """Between phases, when a set (inputs and outputs of one call) is TRIM_MIN_BYTES or more: ``workers`` drop

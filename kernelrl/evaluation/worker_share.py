@@ -15,6 +15,8 @@ as before: refusing the device path gains a candidate nothing but time."""
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from kernelrl.evaluation.compare import compare, judge_variation, split_sets
@@ -78,27 +80,39 @@ def cmd_compare_kept(h, _tensors):
         raise ValueError("structures do not match the outputs")
     opened = Opened(device())
     cand: list = []
+    t0 = time.perf_counter()
+    times = {}  # seconds mapping, comparing and unmapping (the reply's times_s: where a cold command's compare went)
     try:
         try:
             cand = [opened.view(d) for d in descs]
         except ShareError as e:
             return {"ok": True, "ipc_failed": str(e)}, []
-        sets, judged = h.get("sets"), []
-        for i, (r, c) in enumerate(zip(split_sets(rs, ref), split_sets(cs, cand))):
-            bad = compare(r, c, rs[i], cs[i])
-            if not bad:
-                continue
-            rec = _judge(r, c, sets[i], int(h.get("out_bytes") or 0)) if sets and bad[0] == "wrong-output" else None
-            if rec is not None:
-                judged.append([i, rec])
-                if rec["within"] or rec["within_precision"]:
-                    continue
-            return {"ok": True, "bad": [i, *bad], "judged": judged, "unjudged": rec is None}, []
-        return {"ok": True, "bad": None, "judged": judged}, []
+        times["open"] = time.perf_counter() - t0
+        reply = _compare_sets(h, rs, cs, ref, cand)
+        times["compare"] = time.perf_counter() - t0 - times["open"]
     finally:
         cand.clear()
         del ref
+        t1 = time.perf_counter()
         opened.close()
+        times["close"] = time.perf_counter() - t1
+    return reply | {"times_s": {k: round(v, 4) for k, v in times.items()}}, []
+
+
+def _compare_sets(h: dict, rs: list, cs: list, ref: list, cand: list) -> dict:
+    """cmd_compare_kept's comparison, set by set, of mapped outputs: its reply (without the times)."""
+    sets, judged = h.get("sets"), []
+    for i, (r, c) in enumerate(zip(split_sets(rs, ref), split_sets(cs, cand))):
+        bad = compare(r, c, rs[i], cs[i])
+        if not bad:
+            continue
+        rec = _judge(r, c, sets[i], int(h.get("out_bytes") or 0)) if sets and bad[0] == "wrong-output" else None
+        if rec is not None:
+            judged.append([i, rec])
+            if rec["within"] or rec["within_precision"]:
+                continue
+        return {"ok": True, "bad": [i, *bad], "judged": judged, "unjudged": rec is None}
+    return {"ok": True, "bad": None, "judged": judged}
 
 
 def _judge(ref: list, cand: list, which: dict, out_bytes: int) -> dict | None:
