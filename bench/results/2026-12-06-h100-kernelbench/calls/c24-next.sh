@@ -7,7 +7,8 @@
 #    host-sync candidate (BLOCKING_SYNC now set by the context thread: its sync_schedule must read "blocking").
 # 2. The cold command A/B (issue 32 item 4, goal <= 12 s): ELU against itself, the context thread on and off
 #    (KERNELRL_EARLY_CONTEXT=0 in the parent), alternating, three each; a candidate that does not parse; each JSON's
-#    command_s (the process's age at each step), timing.close_s and timing.worker_context into $OUT/cold.tgz.
+#    command_s (the process's age at each step), timing.close_s, timing.worker_context and, of correctness,
+#    correctness_split_s and device_compare_s (the reference worker's map/compare/unmap seconds) into $OUT/cold.tgz.
 # 3. L3 33_VanillaRNN under the CUDA-graph baseline again (the wrapper's fix; its row replaces c22's failure), and
 #    L1 45/46 (correctness' variants now drawn in place: their out-of-memory failures should be gone); plus the GPU
 #    test of that (tests/test_evaluator.py, the variant draw's peak).
@@ -21,7 +22,7 @@ timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_worker_context.p
 T=kernelrl/tasks/builtin/level1/11_ELU.py
 mkdir -p /tmp/cold "$OUT/cold"
 now() { date +%s.%N; }
-show() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); t=r.get('timing') or {}; print('speedup', r.get('speedup'), 'wall_s', r.get('wall_s'), 'command_s', r.get('command_s'), 'close_s', t.get('close_s'), 'phases', t.get('phases_s'), 'context', t.get('worker_context'), 'sched', (r.get('sandbox') or {}).get('sync_schedule'), 'spares', t.get('spare_workers_used'), 'flags', r.get('flags'), 'error', (r.get('error') or '')[:200])" "$1" 2>&1 | tail -1; }
+show() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); t=r.get('timing') or {}; print('speedup', r.get('speedup'), 'wall_s', r.get('wall_s'), 'command_s', r.get('command_s'), 'close_s', t.get('close_s'), 'phases', t.get('phases_s'), 'context', t.get('worker_context'), 'split', t.get('correctness_split_s'), 'device_compare', t.get('device_compare_s'), 'sched', (r.get('sandbox') or {}).get('sync_schedule'), 'spares', t.get('spare_workers_used'), 'flags', r.get('flags'), 'error', (r.get('error') or '')[:200])" "$1" 2>&1 | tail -1; }
 cold() {  # NAME TASK CAND [ENV...]: one cold command as a person types it, its wall time and where it went
   local n=$1 t=$2 c=$3 s e; shift 3; s=$(now)
   env "$@" python3 -m kernelrl.cli eval "$t" "$c" --device cuda --json > "$OUT/cold/$n.json" 2> "$OUT/cold/$n.err"
