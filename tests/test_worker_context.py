@@ -122,3 +122,50 @@ def test_a_spare_reports_its_early_context_and_keeps_blocking_sync(monkeypatch):
             assert h["context"]["retained"] is True and h["context"]["sched"] == "blocking", h
         else:
             assert h["context"] == {}, h
+
+
+def _spawn_env(**kw) -> dict[str, str]:
+    """The environment a sandboxed worker was started with (/proc/PID/environ keeps it: the worker's own pop of the
+    variable does not change it), the worker closed again."""
+    from kernelrl.evaluation.sandbox import WorkerProcess
+
+    w = WorkerProcess("ref", cache_dir=None, mem_limit_mb=None, drop_privileges=False, **kw)
+    try:
+        with open(f"/proc/{w.pid}/environ", "rb") as f:
+            return dict(e.split("=", 1) for e in f.read().decode().split("\0") if "=" in e)
+    finally:
+        w.close()
+
+
+def test_the_sandbox_names_the_device_to_cuda_workers_only_and_precompile_gets_none(monkeypatch):
+    """The variable reaches a worker on a CUDA device (no CUDA call happens until a command asks: spawning one on
+    this CPU host is safe), never a CPU worker, and not a worker started with early_context=False: the
+    pre-build's worker, which loads on the CPU while another job is timed on that GPU (a context there would
+    cost the timed job's GPU memory and driver time)."""
+    monkeypatch.delenv(worker_context.ENV, raising=False)
+    assert _spawn_env(device="cuda:0").get(worker_context.ENV) == "0"
+    assert worker_context.ENV not in _spawn_env(device="cpu")
+    assert worker_context.ENV not in _spawn_env(device="cuda:0", early_context=False)
+    import importlib
+
+    from kernelrl.config.stages import EvalConfig
+
+    pc = importlib.import_module("kernelrl.evaluation.precompile")  # the package's name "precompile" is its function
+
+    seen = {}
+
+    class Refused:
+        def __init__(self, *a, **kw):
+            seen.update(kw)
+            raise TimeoutError("not started (the test looks at its arguments only)")
+
+    monkeypatch.setattr(pc, "WorkerProcess", Refused)
+    assert pc.precompile("class ModelNew: pass\n", EvalConfig(device="cpu"), device="cuda:0")["ok"] is False
+    assert seen["device"] == "cuda:0" and seen["early_context"] is False
+
+
+def test_the_parent_records_only_known_keys_of_a_workers_context_report():
+    assert worker_context.report({"s": 0.31, "retained": True, "sched": "blocking", "evil": [1] * 9}) == {
+        "s": 0.31, "retained": True, "sched": "blocking"}
+    assert worker_context.report({"s": "fast", "error": "x" * 999}) == {"error": "x" * 200}
+    assert worker_context.report(None) is None and worker_context.report({}) == {}

@@ -36,7 +36,7 @@ import torch
 from kernelrl import EVALUATOR_VERSION
 from kernelrl.config.devices import resolve_device
 from kernelrl.config.stages import EvalConfig
-from kernelrl.evaluation import flags as F
+from kernelrl.evaluation import flags as F, worker_context
 from kernelrl.evaluation.calibrate import Calibration, calibrate, capture_candidate, uses_held_clock, round_memory_bytes
 from kernelrl.evaluation.compare import COMPARE_CHUNK, TOLERANCES, compare, compare_digests
 from kernelrl.evaluation.correctness import check_correctness
@@ -203,8 +203,10 @@ def _protocol(s: Session, result: EvalResult, baseline: dict) -> None:
         result.timing["state_tensors_shipped"] = s.state_shipped
     result.sandbox.update(network_isolated=s.cand.network_isolated, uid=s.cand.uid, sync_schedule=h.get("sched"))
     result.timing["compiler_preimport_s"] = s.cand.warmed.get("compiler_s")  # its warm-up's (spares.with_compiler)
-    # each worker's device context as its start made it (worker_context.py; report only): seconds, or why not
-    ctx = {"ref": s.ref.warmed.get("context"), "cand": s.cand.warmed.get("context") or h.get("context")}
+    # each spare worker's device context as its warm-up made it, before any task or candidate code ran in it
+    # (worker_context.py; report only): seconds, or why not
+    ctx = {role: worker_context.report(w.warmed.get("context")) for role, w in
+           (("ref", s.ref), ("cand", s.cand), ("holder", s.holder)) if w is not None}
     if any(ctx.values()):
         result.timing["worker_context"] = ctx
     if h.get("ext_failures"):

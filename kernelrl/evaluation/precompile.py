@@ -50,7 +50,8 @@ def precompile(source: str, cfg: EvalConfig, device: str | None = None) -> dict[
     try:  # the source's cache is held for this worker alone (sandbox.lock_cache): an evaluation of it may hold it
         w = WorkerProcess("cand", device=device, cache_dir=candidate_cache_dir(source, cfg),
                           mem_limit_mb=cfg.memory_limit_mb, threads=1, drop_privileges=DROP_PRIVILEGES,
-                          module_source=source, lock_timeout=cfg.compile_timeout_s)
+                          module_source=source, lock_timeout=cfg.compile_timeout_s,
+                          early_context=False)  # it loads on the CPU: no context on the GPU being timed
     except TimeoutError as e:
         return {"ok": False, "uid": None, "error": str(e)[:300]}
     try:

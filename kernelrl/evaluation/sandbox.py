@@ -307,7 +307,7 @@ class WorkerProcess:
     def __init__(self, role: str, *, device: str, cache_dir: Path | None, mem_limit_mb: int | None, threads: int = 1,
                  isolate_net: bool = True, drop_privileges: bool = DROP_PRIVILEGES, module_source: str | None = None,
                  cpus: set[int] | None = None, blocking_sync: bool = False,
-                 lock_timeout: float = CACHE_LOCK_WAIT_S):
+                 lock_timeout: float = CACHE_LOCK_WAIT_S, early_context: bool = True):
         """``cache_dir`` is this worker's own compile cache (keyed by its source hash by the caller), so a
         candidate can write only where its own builds live; ``module_source`` is written to ``self.module_path``
         inside the worker's private dir; ``cpus``: the CPU cores it may run on (the evaluator pins both workers of
@@ -341,7 +341,8 @@ class WorkerProcess:
         env = scrubbed_env(self.tmp, cache_dir, threads)
         if blocking_sync and device.startswith("cuda"):
             env["KERNELRL_BLOCKING_SYNC"] = "1"
-        env.update(worker_context.for_worker(device))  # its device context begins beside its torch import
+        if early_context:  # its device context begins beside its torch import (not for a worker that runs on the CPU)
+            env.update(worker_context.for_worker(device))
         if device.startswith("cuda"):
             mem_limit_mb = None  # CUDA reserves huge virtual ranges: RLIMIT_AS would break it
         # Spawned and registered under the registry lock: another thread's kill_orphans must never see this

@@ -50,6 +50,9 @@ def begin() -> None:
         RESULT["error"] = f"{ENV}={index!r} is not a device index"
         return
     blocking = os.environ.get("KERNELRL_BLOCKING_SYNC") == "1"
+    # read at cuInit: torch sets it when it initialises CUDA, which now comes after the thread's cuInit (drivers
+    # before CUDA 12.2 default to loading every kernel module with the context)
+    os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
     t = threading.Thread(target=_make, args=(idx, blocking), name="kernelrl-context", daemon=True)
     _THREAD.append(t)
     t.start()
@@ -81,6 +84,16 @@ def _make(index: int, blocking: bool) -> None:
         RESULT["error"] = f"{type(e).__name__}: {e}"[:300]
     finally:
         RESULT["s"] = round(time.monotonic() - t0, 3)
+
+
+def report(r) -> dict | None:
+    """A worker's ``context`` reply (its warm-up's: before any task or candidate code ran in it) as the parent
+    records it: the known keys with values of their kind, nothing else."""
+    if not isinstance(r, dict):
+        return None
+    kinds = {"s": (int, float), "retained": bool, "sched": str, "error": str}
+    return {k: (v[:200] if isinstance(v, str) else v) for k, v in r.items()
+            if k in kinds and isinstance(v, kinds[k])}
 
 
 def wait(timeout: float = 120.0) -> dict:

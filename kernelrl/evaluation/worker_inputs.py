@@ -34,7 +34,11 @@ class VariedRandom:
     # at once (``heavy``: the draw, its uniform, the square root and the quotient), and KernelBench's largest
     # inputs are 16 GiB (L1 45_Average_Pooling_2D): the reference's worker kept 49 GiB cached after correctness'
     # draws and the CUDA-graph baseline's static copy no longer fitted an 80 GB H100 (bench/results/2026-12-06-h100-
-    # kernelbench, c18). In place, the most is the draw and one uniform (``heavy``, ``uniform``).
+    # kernelbench, c18). In place, the most is the draw and one uniform (``heavy``, ``uniform``). One difference:
+    # a draw into ``out=buf`` now leaves ``buf`` varied too (before, only the returned tensor was), on both sides.
+    # (Noticed, left as it was: the variants' own ``torch.rand`` is the wrapped one, so ``heavy`` divides by
+    # sqrt(max(u**4, 0.05)): about half the elements scaled by 4.47, less heavy-tailed than its name; changing it
+    # changes every heavy set, an evaluator version.)
     def normal(self, x: torch.Tensor) -> torch.Tensor:
         v = self.variant
         if v == "scaled":

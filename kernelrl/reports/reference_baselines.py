@@ -92,11 +92,13 @@ class ModelNew(Model):
             for _ in range(3):
                 super().forward(*self._kr_static)
         _kr_torch.cuda.current_stream().wait_stream(side)
-        # The module's own tensors as the capture finds them, kept alive with the graph: a forward that writes into
+        # The module's own tensors (plain attributes and buffers; this wrapper's own excepted: a recapture would keep
+        # the last graph's outputs) as the capture finds them, kept alive with the graph: a forward that writes into
         # an attribute and then rebinds it (KernelBench L3 33_VanillaRNN: self.hidden.copy_(h), then self.hidden =
         # a new tensor) leaves the graph writing into the old tensor, whose memory would otherwise go back to the
         # allocator and, once cached memory is returned to the driver, be written unmapped (an illegal address).
-        self._kr_held = [v for m in self.modules() for v in vars(m).values() if isinstance(v, _kr_torch.Tensor)]
+        self._kr_held = [v for m in self.modules() for k, v in (*vars(m).items(), *m._buffers.items())
+                         if isinstance(v, _kr_torch.Tensor) and not k.startswith("_kr_")]
         self._kr_graph = _kr_torch.cuda.CUDAGraph()
         with _kr_torch.cuda.graph(self._kr_graph):
             self._kr_out = super().forward(*self._kr_static)
