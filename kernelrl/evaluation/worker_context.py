@@ -72,9 +72,7 @@ def _make(index: int, blocking: bool) -> None:
             RESULT["error"] = f"cuDeviceGet({index}): CUresult {rc}"
             return
         if blocking:  # before the context exists, as worker_load.schedule_blocking_sync would
-            fn = getattr(lib, "cuDevicePrimaryCtxSetFlags_v2", None) or lib.cuDevicePrimaryCtxSetFlags
-            rc = fn(dev, CU_CTX_SCHED_BLOCKING_SYNC)
-            RESULT["sched"] = "blocking" if rc == 0 else f"default (CUresult {rc})"
+            RESULT["sched"] = set_blocking_sync(lib, dev)
         ctx = ctypes.c_void_p()
         rc = lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
         RESULT["retained"] = rc == 0
@@ -84,6 +82,15 @@ def _make(index: int, blocking: bool) -> None:
         RESULT["error"] = f"{type(e).__name__}: {e}"[:300]
     finally:
         RESULT["s"] = round(time.monotonic() - t0, 3)
+
+
+def set_blocking_sync(lib, dev) -> str:
+    """CU_CTX_SCHED_BLOCKING_SYNC on device ``dev``'s primary context (``lib``: libcuda, initialised), before the
+    context exists; what the worker got: "blocking", or "default (CUresult N)". The one place the flag is set
+    (this module's thread, or worker_load.schedule_blocking_sync where no thread ran)."""
+    fn = getattr(lib, "cuDevicePrimaryCtxSetFlags_v2", None) or lib.cuDevicePrimaryCtxSetFlags
+    rc = fn(dev, CU_CTX_SCHED_BLOCKING_SYNC)
+    return "blocking" if rc == 0 else f"default (CUresult {rc})"
 
 
 def report(r) -> dict | None:

@@ -102,9 +102,7 @@ def schedule_blocking_sync() -> None:
         index = torch.device(STATE.get("device") or "cuda").index or 0
         if lib.cuDeviceGet(ctypes.byref(dev), index) != 0:
             return
-        fn = getattr(lib, "cuDevicePrimaryCtxSetFlags_v2", None) or lib.cuDevicePrimaryCtxSetFlags
-        rc = fn(dev, 0x04)  # CU_CTX_SCHED_BLOCKING_SYNC
-        STATE["sched"] = "blocking" if rc == 0 else f"default (CUresult {rc})"
+        STATE["sched"] = worker_context.set_blocking_sync(lib, dev)
     except (OSError, AttributeError) as e:
         STATE["sched"] = f"default ({type(e).__name__})"
 
@@ -168,7 +166,7 @@ def cmd_load(h, _tensors):
     gc.collect()
     gc.freeze()  # what exists now (torch, the module, the model) is never scanned again: short, rare collections
     reply = {"ok": True, "ext_builds": STATE["ext_builds"], "ext_failures": STATE["ext_failures"],
-             "sched": STATE.get("sched", "default"), "context": STATE.get("early_context")}
+             "sched": STATE.get("sched", "default")}
     tensors = []
     STATE["template"] = h.get("template")
     STATE["task_source"] = h.get("task_source")  # the candidate's worker: the task's get_inputs (cmd_draw_run)
