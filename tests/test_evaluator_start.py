@@ -4,6 +4,8 @@ H100 spent 6.3-6.6 s of its candidate "build" on that start-up)."""
 
 from __future__ import annotations
 
+import os
+
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import evaluate, session
 from kernelrl.evaluation.ipc import Channel
@@ -144,3 +146,54 @@ def test_a_torch_compile_candidates_worker_imports_the_compiler_while_it_waits(m
         assert plain.timing["compiler_preimport_s"] is None and plain.timing["spare_workers_used"] == 1  # the ref's
     finally:
         pool.close_all()
+
+
+def test_workers_are_closed_even_when_no_close_thread_can_start(monkeypatch):
+    """A candidate's fork bomb can hold a container's pids limit when the evaluation closes its workers (CI's docker
+    sandbox test: "can't start new thread" out of close_together, no result). Each close whose thread cannot start
+    runs in the caller after the candidate's, and every worker ends."""
+    import threading
+
+    from kernelrl.evaluation.api import close_together
+    from kernelrl.evaluation.sandbox import WorkerProcess
+
+    workers = [WorkerProcess(role, device="cpu", cache_dir=None, mem_limit_mb=4096, drop_privileges=False)
+               for role in ("cand", "ref", "holder")]
+    order: list[str] = []
+    real_close = WorkerProcess.close
+
+    def close(self):
+        order.append(self.role)
+        return real_close(self)
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(WorkerProcess, "close", close)
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    try:
+        assert all(w.alive() for w in workers)
+        assert close_together(*workers) == []
+        assert order == ["cand", "ref", "holder"] and not any(w.alive() for w in workers)
+    finally:
+        monkeypatch.undo()
+        for w in workers:
+            if w.alive():
+                w.close()
+
+
+def test_a_worker_whose_context_thread_cannot_start_says_why_and_goes_on(monkeypatch):
+    import threading
+
+    from kernelrl.evaluation import worker_context
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(worker_context, "RESULT", {})
+    monkeypatch.setattr(worker_context, "_THREAD", [])
+    monkeypatch.setenv(worker_context.ENV, "0")
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    worker_context.begin()  # torch then makes the context itself, as before the thread
+    assert worker_context.wait(1.0) == {"error": "no context thread: can't start new thread"}
+    assert worker_context.ENV not in os.environ

@@ -161,8 +161,9 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
 def close_together(first: WorkerProcess | None, *others: WorkerProcess | None) -> list[int]:
     """Close ``first`` (an evaluation's candidate: its leftover pids are returned, WorkerProcess.close) and
     ``others`` side by side, one thread each beyond the first: a killed GPU worker's exit waits for its device
-    context's teardown, which one worker after the other put on every GPU evaluation's wall time. An exception of
-    any close is raised once all have ended."""
+    context's teardown, which one worker after the other put on every GPU evaluation's wall time. A close whose
+    thread cannot start (a candidate's fork bomb holds the container's pids limit) runs here, after the candidate's.
+    An exception of any close is raised once all have ended."""
     errors: list[BaseException] = []
 
     def close(w: WorkerProcess) -> None:
@@ -171,12 +172,23 @@ def close_together(first: WorkerProcess | None, *others: WorkerProcess | None) -
         except BaseException as e:  # noqa: BLE001 - raised below, after the others are closed too
             errors.append(e)
 
-    threads = [threading.Thread(target=close, args=(w,), name="kernelrl-close") for w in others if w is not None]
-    for t in threads:
-        t.start()
+    threads: list[threading.Thread] = []
+    inline: list[WorkerProcess] = []
+    for w in others:
+        if w is None:
+            continue
+        t = threading.Thread(target=close, args=(w,), name="kernelrl-close")
+        try:
+            t.start()
+        except RuntimeError:  # "can't start new thread": a candidate's fork bomb took the pids limit (CI, docker)
+            inline.append(w)
+            continue
+        threads.append(t)
     try:
         leftovers = first.close() if first is not None else []
     finally:
+        for w in inline:  # after the candidate's close freed its pids; one after the other, as before
+            close(w)
         for t in threads:
             t.join()
     if errors:

@@ -54,8 +54,12 @@ def begin() -> None:
     # before CUDA 12.2 default to loading every kernel module with the context)
     os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
     t = threading.Thread(target=_make, args=(idx, blocking), name="kernelrl-context", daemon=True)
+    try:
+        t.start()
+    except RuntimeError as e:  # no thread to be had (a pids limit): torch makes the context itself, as before
+        RESULT["error"] = f"no context thread: {e}"
+        return
     _THREAD.append(t)
-    t.start()
 
 
 def _make(index: int, blocking: bool) -> None:
