@@ -1,10 +1,13 @@
 """The evaluation's start-up: a fresh candidate worker warms up (interpreter, torch, device context) while the
 reference loads, instead of being frozen halfway and resumed after calibration (the cold `kernelrl eval` on the
-H100 spent 6.3-6.6 s of its candidate "build" on that start-up)."""
+H100 spent 6.3-6.6 s of its candidate "build" on that start-up). And its end: every worker closed, side by side
+where threads can be had, and no failure of a close lost."""
 
 from __future__ import annotations
 
 import os
+
+import pytest
 
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import evaluate, session
@@ -197,3 +200,29 @@ def test_a_worker_whose_context_thread_cannot_start_says_why_and_goes_on(monkeyp
     worker_context.begin()  # torch then makes the context itself, as before the thread
     assert worker_context.wait(1.0) == {"error": "no context thread: can't start new thread"}
     assert worker_context.ENV not in os.environ
+
+
+def test_every_worker_is_closed_when_closes_fail_and_no_failure_is_lost():
+    from kernelrl.evaluation.api import close_together
+
+    closed: list[str] = []
+
+    class Failing:
+        def __init__(self, role: str, fails: bool):
+            self.role, self.fails = role, fails
+
+        def close(self):
+            closed.append(self.role)
+            if self.fails:
+                raise OSError(f"{self.role} would not close")
+            return [7]
+
+    with pytest.raises(OSError, match="cand would not close") as e:
+        close_together(Failing("cand", True), Failing("ref", True), None, Failing("holder", False))
+    assert sorted(closed) == ["cand", "holder", "ref"]
+    assert e.value.__notes__ == ["also failed while closing: OSError: ref would not close"]
+    closed.clear()
+    with pytest.raises(OSError, match="ref would not close"):
+        close_together(Failing("cand", False), Failing("ref", True))
+    assert sorted(closed) == ["cand", "ref"]
+    assert close_together(Failing("cand", False), Failing("ref", False)) == [7]

@@ -163,7 +163,7 @@ def close_together(first: WorkerProcess | None, *others: WorkerProcess | None) -
     ``others`` side by side, one thread each beyond the first: a killed GPU worker's exit waits for its device
     context's teardown, which one worker after the other put on every GPU evaluation's wall time. A close whose
     thread cannot start (a candidate's fork bomb holds the container's pids limit) runs here, after the candidate's.
-    An exception of any close is raised once all have ended."""
+    Once all have ended, the first exception is raised (the candidate's before the others'), the rest as its notes."""
     errors: list[BaseException] = []
 
     def close(w: WorkerProcess) -> None:
@@ -184,14 +184,18 @@ def close_together(first: WorkerProcess | None, *others: WorkerProcess | None) -
             inline.append(w)
             continue
         threads.append(t)
+    leftovers: list[int] = []
     try:
         leftovers = first.close() if first is not None else []
-    finally:
-        for w in inline:  # after the candidate's close freed its pids; one after the other, as before
-            close(w)
-        for t in threads:
-            t.join()
+    except BaseException as e:  # noqa: BLE001 - raised below, first, once the others are closed too
+        errors.insert(0, e)
+    for w in inline:  # after the candidate's close freed its pids; one after the other, as before
+        close(w)
+    for t in threads:
+        t.join()
     if errors:
+        for other in errors[1:]:  # the others' failures ride along in the traceback, not lost
+            errors[0].add_note(f"also failed while closing: {type(other).__name__}: {other}")
         raise errors[0]
     return leftovers
 
