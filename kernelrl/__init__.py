@@ -108,4 +108,9 @@ __version__ = "0.1.0"
 # the 1 GiB boolean mask into its buffer at every block (0.70 ms of GPU time a block more than the reference's;
 # the "allocator stall" 24 was written against was this copy). Scores change only where one side replays and the
 # inputs hold a boolean, a non-float32 float or a symmetric matrix; every other task is timed as in 24.
-EVALUATOR_VERSION = "kernelrl-eval-25"
+# Version 26 (CPU evaluations only): a block's harness charge is the larger of the wall-clock excess's and the
+# candidate's harness excess in the workers' own CPU time, priced at the reference's wall/CPU ratio of that block
+# (stats._cpu_charges). With both cores of a 2-core host busy, the red team's precompute_while_staging scored 3-43x
+# against an honest ~4x at 25 (its wall-clock excess drowned in scheduling waits); 1.4-2.2x at 26. GPU evaluations
+# do not take CPU times (held and device clocks): they are timed as in 25, and GPU rows of 25 stay comparable.
+EVALUATOR_VERSION = "kernelrl-eval-26"

@@ -198,6 +198,33 @@ def test_paired_stats_a_noisy_reference_harness_forgives_at_most_the_allowance()
         st_b = paired_stats(rg, [c - best for c in cg], ref_h, [h + best for h in ref_h], k=1, block_of=bo,
                             span_cap=cap)
         assert st_b.estimate == pytest.approx((1 + cap) * honest.estimate, rel=0.01)  # the knob is what binds
+
+
+def test_paired_stats_on_a_cpu_charges_the_cpu_time_a_loaded_wall_clock_hides():
+    """Both cores busy (red team, version 25): the harness's wall time is mostly waiting to be scheduled, the
+    reference's by chance longer than the candidate's, so work moved into the candidate's harness read as a
+    negative wall-clock excess and was not charged (precompute_while_staging 3-43x against an honest ~4x). Its
+    CPU time cannot hide: each block is charged the larger of the two, the CPU time priced at the reference's
+    wall/CPU ratio of that block."""
+    rg, cg, bo = _pairs(10, 8)  # reference 10 ms, honest candidate 5 ms per span
+    moved = 4.5e-3
+    ref_wall = [14e-3 + 2e-3 * (b % 3) for b in range(10)]  # 2x its CPU time: a loaded host
+    cand_wall = [w - 3e-3 for w in ref_wall]  # the candidate's harness waited less, by chance, than the reference's
+    ref_cpu = [7e-3 + 1e-3 * (b % 3) for b in range(10)]
+    cheat = [c - moved for c in cg]
+    wall_only = paired_stats(rg, cheat, ref_wall, cand_wall, k=1, block_of=bo)
+    assert wall_only.charge_per_call == 0.0 and wall_only.estimate > 10  # what 25 did on a loaded CPU host
+    cand_cpu = [c + moved / 2 for c in ref_cpu]  # the moved work's CPU time (the wall clock prices it 2x here)
+    st = paired_stats(rg, cheat, ref_wall, cand_wall, k=1, block_of=bo, ref_harness_cpu=ref_cpu,
+                      cand_harness_cpu=cand_cpu)
+    honest = paired_stats(rg, cg, ref_wall, cand_wall, k=1, block_of=bo, ref_harness_cpu=ref_cpu,
+                          cand_harness_cpu=list(ref_cpu))
+    assert honest.charge_per_call == 0.0 and honest.estimate == pytest.approx(2.0, rel=0.01)
+    assert st.charge_per_call > 0 and st.estimate <= 1.2 * honest.estimate * 1.01
+    # the price comes from the reference's own clocks and stays within 1-10: a candidate cannot raise or lower it
+    idle = paired_stats(rg, cheat, ref_cpu, [c + moved for c in ref_cpu], k=1, block_of=bo,
+                        ref_harness_cpu=ref_cpu, cand_harness_cpu=[c + moved for c in ref_cpu])
+    assert idle.estimate <= 1.2 * honest.estimate * 1.01
     # Here the reference's own noise (tolerance ~95 ms) is far above the moved work: not called out as such.
     assert not st.work_moved_out
 

@@ -152,6 +152,28 @@ def test_redteam_candidate(name, task, honest_score, monkeypatch):
     assert wall < 60, f"{name} took {wall:.0f}s"
 
 
+def test_work_moved_into_the_harness_gains_nothing_on_a_loaded_host(task, honest_score):
+    """Both cores kept busy by two spinning processes beside the evaluation: the harness's wall time is then
+    mostly waiting to be scheduled, and at version 25 precompute_while_staging read a negative wall-clock excess
+    and scored 3-43x against an honest ~4x (4 of 6 evaluations above this bound). Its CPU time is charged too
+    (stats._cpu_charges): caught (0) or held to the bound, every time."""
+    import subprocess
+    import sys
+
+    src = (HERE / "precompute_while_staging.py").read_text()
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        for _ in range(2):
+            res = evaluate(task, src, CFG)
+            info = f"success={res.success} speedup={res.speedup} flags={res.flags} timing={res.timing}"
+            assert res.speedup == 0.0 or res.speedup <= CAUGHT_BOUND * honest_score + 0.3, \
+                f"{info} (honest: {honest_score})"
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+
+
 def test_no_process_survives_the_red_team():
     time.sleep(0.5)
     alive = [p for p in psutil.process_iter(["cmdline"]) if "307.5" in " ".join(p.info["cmdline"] or [])]
