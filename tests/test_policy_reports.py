@@ -139,3 +139,32 @@ def test_policies_compared_on_the_pool_as_crl_began(store, tiny_model_path, tmp_
     _finished(store, "p3", "crl", str(tiny_model_path))
     with pytest.raises(KernelRLError, match="no crl stage that recorded its start snapshot"):
         pool_as_of("crl-start", store, "p3")
+
+
+def test_a_resumed_bench_samples_the_policy_on_the_pool_its_first_attempt_found(store, tiny_model_path):  # noqa: F811
+    """A stage that recorded no snapshot of its own is sampled on the pool as the bench found it; a bench killed
+    after storing final evaluations and run again must build the same prompts (the slow suite's kill test once made
+    a fourth bench-policy attempt where an unkilled run makes three). The pin lives in the bench stage's inputs
+    until the stage is done."""
+    from types import SimpleNamespace
+
+    from kernelrl.reports.stage import policy_pool_pin
+
+    task = get_task(TASK)
+    _success(store, task, 1.3, "import torch\n# sft's kernel\n", "p4")
+    _finished(store, "p4", "sft", str(tiny_model_path))  # no snapshot recorded
+    store.set_stage("p4", "bench", status="running", recipe="smoke")
+    ctx = SimpleNamespace(store=store, run="p4")
+    first = policy_pool_pin(ctx, "policy:p4/sft@contrastive")
+    assert first == store.last_evaluation_id() > 0
+    _success(store, task, 9.0, "import torch\n# a final evaluation the killed bench stored\n", "p4")
+    store.set_stage("p4", "bench", status="running", recipe="smoke")  # the re-run after the kill
+    assert policy_pool_pin(ctx, "policy:p4/sft@contrastive") == first < store.last_evaluation_id()
+    store.set_stage_inputs("p4", "bench", {})  # what a finished bench does: a later one pins its own
+    assert policy_pool_pin(ctx, "policy:p4/sft@contrastive") == store.last_evaluation_id() > first
+    _finished(store, "p4", "crl", str(tiny_model_path), {"training": {"final_snapshot": first}})
+    assert policy_pool_pin(ctx, "policy:p4/crl@contrastive") is None  # crl's own snapshot rules
+    from kernelrl.errors import StoreError
+
+    with pytest.raises(StoreError, match="has no stage bench"):
+        store.set_stage_inputs("p5", "bench", {})

@@ -83,6 +83,25 @@ def policy_spec(ctx) -> tuple[str | None, str]:
     return f"policy:{ctx.run}/{stage}@{b.policy_prompt}", ""
 
 
+def policy_pool_pin(ctx, spec: str) -> int | None:
+    """The exemplar pool the trained-policy row's prompts are built from, as an evaluation id that a resumed bench
+    reuses: None where the sampled stage recorded its own snapshot (crl; a stage evaluated in the contrastive
+    format), else the pool as this bench found it on its first attempt, kept in the bench stage's ``inputs`` until
+    the stage is done. Why: "the pool as it is now" on a re-run after a kill included the final evaluations the
+    killed attempt had stored, so its prompts, samples and attempts differed from the first's (slow suite,
+    test_bench_killed_while_evaluating_resumes: 4 bench-policy attempts where an unkilled run makes 3)."""
+    from kernelrl.reports.policy import _stage_snapshot, parse_policy_spec
+
+    _run, stage, _fmt = parse_policy_spec(spec)
+    if _stage_snapshot(ctx.store.stage_record(ctx.run, stage) or {}) is not None:
+        return None
+    pin = ((ctx.store.stage_record(ctx.run, "bench") or {}).get("inputs") or {}).get("policy_pool_as_of")
+    if pin is None:
+        pin = ctx.store.last_evaluation_id()
+        ctx.store.set_stage_inputs(ctx.run, "bench", {"policy_pool_as_of": pin})
+    return int(pin)
+
+
 def run_bench_stage(ctx) -> dict:
     from kernelrl.reports.runner import BenchOptions, load_tasks, run_bench
 
@@ -107,6 +126,8 @@ def run_bench_stage(ctx) -> dict:
                         resume=True,  # a re-run (after a kill) keeps the final scores it already stored
                         reuse_scores=r.bench.reuse_scores,  # false when the pipeline forces bench: measure again
                         recipe=r)
+    if spec:
+        opts.policy_as_of = policy_pool_pin(ctx, spec)
     # the run's record exists (run_step registered this stage), so a run without candidates scores all zeros
     report, paths = run_bench(opts, ctx.store)
     if skipped:
@@ -124,6 +145,7 @@ def run_bench_stage(ctx) -> dict:
     outputs = {"report": str(paths["markdown"]), "report_json": str(paths["json"]), "report_csv": str(paths["csv"]),
                "report_dir": str(out), "report_uri": report_uri}
     metrics = metrics_of(report, len(report.sources) - 2, len(tasks))
+    ctx.store.set_stage_inputs(ctx.run, "bench", {})  # done: a later bench (forced again) pins its own pool
     if skipped:
         metrics["policy_skipped"] = skipped
     return {"outputs": outputs, "metrics": metrics, "upstream_status": upstream_status}

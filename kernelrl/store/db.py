@@ -363,6 +363,22 @@ class Store:
 
         self.retrying(work)
 
+    def set_stage_inputs(self, run_name: str, stage: str, inputs: dict) -> None:
+        """Replace a registered stage's ``inputs`` (what an attempt decided that a resumed attempt must reuse), its
+        status and attempts untouched."""
+        def work(s: Session) -> None:
+            row = s.scalar(select(StageRow).join(RunRow).where(RunRow.name == run_name, StageRow.stage == stage))
+            if row is None:
+                raise StoreError(f"run {run_name!r} has no stage {stage} to record inputs for")
+            row.inputs = dict(inputs)
+
+        self.retrying(work)
+
+    def last_evaluation_id(self) -> int:
+        """The id of the newest evaluation stored (0 when none): a snapshot of the exemplar pool as it is now."""
+        with self.session() as s:
+            return int(s.scalar(select(func.max(EvaluationRow.id))) or 0)
+
     # -- stats ------------------------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         with self.session() as s:
