@@ -100,7 +100,7 @@ def _metrics(record: dict[str, Any]) -> dict[str, Any]:
     return (record.get("manifest") or {}).get("metrics") or {}
 
 
-def _stage_snapshot(record: dict[str, Any]) -> int | None:
+def stage_snapshot(record: dict[str, Any]) -> int | None:
     """The exemplar snapshot the stage ended at, so contrastive prompts see that pool: crl records it, and so does
     a stage evaluated in the contrastive format; otherwise None (the pool as it is now)."""
     m = _metrics(record)
@@ -154,7 +154,7 @@ def resolve_policy(spec: str, tasks: list[Task], store, *, recipe=None, k: int |
     seed = int(seed if seed is not None else recipe.seed * 1000 + SEED_OFFSET)
     scope = pool_scope(recipe, run, device_type=device_type, device_kind=device_kind)
     snapshot = pool_as_of(as_of, store, run)
-    snapshot = _stage_snapshot(record) if snapshot is None else snapshot
+    snapshot = stage_snapshot(record) if snapshot is None else snapshot
     backend = load_policy(str(model_dir), device=device)
     out = []
     try:

@@ -90,10 +90,10 @@ def policy_pool_pin(ctx, spec: str) -> int | None:
     the stage is done. Why: "the pool as it is now" on a re-run after a kill included the final evaluations the
     killed attempt had stored, so its prompts, samples and attempts differed from the first's (slow suite,
     test_bench_killed_while_evaluating_resumes: 4 bench-policy attempts where an unkilled run makes 3)."""
-    from kernelrl.reports.policy import _stage_snapshot, parse_policy_spec
+    from kernelrl.reports.policy import stage_snapshot, parse_policy_spec
 
     _run, stage, _fmt = parse_policy_spec(spec)
-    if _stage_snapshot(ctx.store.stage_record(ctx.run, stage) or {}) is not None:
+    if stage_snapshot(ctx.store.stage_record(ctx.run, stage) or {}) is not None:
         return None
     pin = ((ctx.store.stage_record(ctx.run, "bench") or {}).get("inputs") or {}).get("policy_pool_as_of")
     if pin is None:
