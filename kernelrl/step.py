@@ -202,7 +202,9 @@ def run_step(stage: str, body: Callable[[StepContext], dict[str, Any]], argv: li
             raise
         manifest = write_manifest(ctx, outputs=result.get("outputs"), metrics=result.get("metrics"),
                                   extra={k: v for k, v in result.items() if k not in ("outputs", "metrics")})
-        ctx.store.set_stage(args.run, stage, status="done", manifest=manifest,
+        # inputs={}: what an unfinished attempt kept for its re-run (the bench's pool pin) ends with the stage, in
+        # the same write that marks it done (a kill between two writes would leave a finished stage's pin behind)
+        ctx.store.set_stage(args.run, stage, status="done", manifest=manifest, inputs={},
                             checkpoint_uri=(result.get("outputs") or {}).get("checkpoint"))
         return 0
     except KernelRLError as e:

@@ -160,7 +160,8 @@ def test_a_resumed_bench_samples_the_policy_on_the_pool_its_first_attempt_found(
     _success(store, task, 9.0, "import torch\n# a final evaluation the killed bench stored\n", "p4")
     store.set_stage("p4", "bench", status="running", recipe="smoke")  # the re-run after the kill
     assert policy_pool_pin(ctx, "policy:p4/sft@contrastive") == first < store.last_evaluation_id()
-    store.set_stage_inputs("p4", "bench", {})  # what a finished bench does: a later one pins its own
+    store.set_stage("p4", "bench", status="done", recipe="smoke", inputs={})  # run_step's done: the pin ends
+    store.set_stage("p4", "bench", status="running", recipe="smoke")  # a later bench (forced) pins its own
     assert policy_pool_pin(ctx, "policy:p4/sft@contrastive") == store.last_evaluation_id() > first
     _finished(store, "p4", "crl", str(tiny_model_path), {"training": {"final_snapshot": first}})
     assert policy_pool_pin(ctx, "policy:p4/crl@contrastive") is None  # crl's own snapshot rules

@@ -87,9 +87,10 @@ def policy_pool_pin(ctx, spec: str) -> int | None:
     """The exemplar pool the trained-policy row's prompts are built from, as an evaluation id that a resumed bench
     reuses: None where the sampled stage recorded its own snapshot (crl; a stage evaluated in the contrastive
     format), else the pool as this bench found it on its first attempt, kept in the bench stage's ``inputs`` until
-    the stage is done. Why: "the pool as it is now" on a re-run after a kill included the final evaluations the
-    killed attempt had stored, so its prompts, samples and attempts differed from the first's (slow suite,
-    test_bench_killed_while_evaluating_resumes: 4 bench-policy attempts where an unkilled run makes 3)."""
+    the stage is done (run_step clears them in that write). Why: "the pool as it is now" on a re-run after a kill
+    included the final evaluations the killed attempt had stored, so its prompts, samples and attempts differed
+    from the first's (slow suite, test_bench_killed_while_evaluating_resumes: 4 bench-policy attempts where an
+    unkilled run makes 3)."""
     from kernelrl.reports.policy import stage_snapshot, parse_policy_spec
 
     _run, stage, _fmt = parse_policy_spec(spec)
@@ -145,7 +146,6 @@ def run_bench_stage(ctx) -> dict:
     outputs = {"report": str(paths["markdown"]), "report_json": str(paths["json"]), "report_csv": str(paths["csv"]),
                "report_dir": str(out), "report_uri": report_uri}
     metrics = metrics_of(report, len(report.sources) - 2, len(tasks))
-    ctx.store.set_stage_inputs(ctx.run, "bench", {})  # done: a later bench (forced again) pins its own pool
     if skipped:
         metrics["policy_skipped"] = skipped
     return {"outputs": outputs, "metrics": metrics, "upstream_status": upstream_status}
