@@ -245,13 +245,11 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
     if n == 0:
         return PairedStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     if nh:
-        ref_med = statistics.median(ref_harness[:nh])
-        sigma = math.sqrt(2) * robust_sd(ref_harness[:nh])  # of a difference of two harness times
-        tol = max(3 * sigma, 0.02 * ref_med)
+        tol = _block_tolerance(ref_harness[:nh])
         median_noise = _median_excess_noise(ref_harness[:nh], excess)
     else:
         tol = median_noise = 0.0
-    cpu_ex = cpu_noise = None
+    cpu_ex = cpu_noise = cpu_excess = None
     if ref_harness_cpu is not None and cand_harness_cpu is not None:
         cpu_excess = [c - r for r, c in zip(ref_harness_cpu, cand_harness_cpu)]
         if cpu_excess:
@@ -266,8 +264,8 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
         cand_span.setdefault(block_of[i], []).append(cand_go[i] - min(overhead, 0.9 * cand_go[i]))
     tols = [min(tol, statistics.median(cand_span[b]) * span_cap) if b in cand_span else tol for b in range(nh)]
     charges = [max(0.0, e - t) for e, t in zip(excess, tols)]
-    if ref_harness_cpu is not None and cand_harness_cpu is not None:
-        charges = _cpu_charges(charges, ref_harness[:nh], ref_harness_cpu, cand_harness_cpu, cand_span, span_cap)
+    if cpu_excess is not None:
+        charges = _cpu_charges(charges, ref_harness[:nh], ref_harness_cpu, cpu_excess, cand_span, span_cap)
     ratios, r_calls, c_calls, charged = [], [], [], []
     for i in range(n):
         b = block_of[i]
@@ -288,24 +286,29 @@ def paired_stats(ref_go: list[float], cand_go: list[float], ref_harness: list[fl
                        cpu_excess_per_call=cpu_ex, cpu_noise_per_call=cpu_noise or 0.0)
 
 
-def _cpu_charges(charges: list[float], ref_harness: list[float], ref_cpu: list[float], cand_cpu: list[float],
+def _block_tolerance(ref: list[float]) -> float:
+    """The harness excess a block may show without a charge: 3 standard deviations of a difference of two of the
+    *reference's* harness times (MAD over blocks: the candidate cannot widen it), at least 2% of their median."""
+    return max(3 * math.sqrt(2) * robust_sd(ref), 0.02 * statistics.median(ref))
+
+
+def _cpu_charges(charges: list[float], ref_harness: list[float], ref_cpu: list[float], cpu_excess: list[float],
                  cand_span: dict[int, list[float]], span_cap: float) -> list[float]:
     """A CPU evaluation's per-block charges: the larger of the wall-clock charge and the candidate's harness
-    excess in the workers' own CPU time (kernel clock, which nothing in the worker can shrink), that CPU time
-    priced at what a CPU second cost in wall time in the same block (the *reference's* harness wall / CPU time,
-    1-10), beyond the same kind of tolerance as the wall clock's (3 standard deviations of a difference of two of
-    the reference's CPU harness times, at least 2% of its median, at most ``span_cap`` of the candidate's span).
+    excess in the workers' own CPU time (``cpu_excess``; kernel clock, which nothing in the worker can shrink),
+    that CPU time priced at what a CPU second cost in wall time in the same block (the *reference's* harness wall
+    / CPU time, 1-10), beyond the wall clock's kind of tolerance (_block_tolerance of the reference's CPU harness
+    times, at most ``span_cap`` of the candidate's span).
 
     Why (evaluator version 26): on a loaded machine the wall-clock excess is mostly waiting to be scheduled, on
     either side: with the 2 cores of this VM busy, the red team's precompute_while_staging (its softmax computed
     while the harness staged its inputs) read a *negative* wall excess in 5 of 6 evaluations and scored 3-43x
     against an honest ~4x, while its CPU-time excess held at 0.8-2.7 ms per call; honest candidates' CPU-time
     excess stays within +-0.1 ms a block there (PairedStats.work_moved_out)."""
-    nb = min(len(charges), len(ref_cpu), len(cand_cpu), len(ref_harness))
+    nb = min(len(charges), len(cpu_excess), len(ref_harness))
     if nb == 0:
         return charges
-    cpu_excess = [c - r for r, c in zip(ref_cpu[:nb], cand_cpu[:nb])]
-    tol = max(3 * math.sqrt(2) * robust_sd(ref_cpu[:nb]), 0.02 * statistics.median(ref_cpu[:nb]))
+    tol = _block_tolerance(ref_cpu[:nb])
     out = list(charges)
     for b in range(nb):
         price = min(10.0, max(1.0, ref_harness[b] / ref_cpu[b])) if ref_cpu[b] > 0 else 1.0
