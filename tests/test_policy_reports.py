@@ -149,6 +149,7 @@ def test_a_resumed_bench_samples_the_policy_on_the_pool_its_first_attempt_found(
     from types import SimpleNamespace
 
     from kernelrl.reports.stage import policy_pool_pin
+    from kernelrl.training.crl import store_snapshot
 
     task = get_task(TASK)
     _success(store, task, 1.3, "import torch\n# sft's kernel\n", "p4")
@@ -156,13 +157,13 @@ def test_a_resumed_bench_samples_the_policy_on_the_pool_its_first_attempt_found(
     store.set_stage("p4", "bench", status="running", recipe="smoke")
     ctx = SimpleNamespace(store=store, run="p4")
     first = policy_pool_pin(ctx, "policy:p4/sft@contrastive")
-    assert first == store.last_evaluation_id() > 0
+    assert first == store_snapshot(store) > 0
     _success(store, task, 9.0, "import torch\n# a final evaluation the killed bench stored\n", "p4")
     store.set_stage("p4", "bench", status="running", recipe="smoke")  # the re-run after the kill
-    assert policy_pool_pin(ctx, "policy:p4/sft@contrastive") == first < store.last_evaluation_id()
+    assert policy_pool_pin(ctx, "policy:p4/sft@contrastive") == first < store_snapshot(store)
     store.set_stage("p4", "bench", status="done", recipe="smoke", inputs={})  # run_step's done: the pin ends
     store.set_stage("p4", "bench", status="running", recipe="smoke")  # a later bench (forced) pins its own
-    assert policy_pool_pin(ctx, "policy:p4/sft@contrastive") == store.last_evaluation_id() > first
+    assert policy_pool_pin(ctx, "policy:p4/sft@contrastive") == store_snapshot(store) > first
     _finished(store, "p4", "crl", str(tiny_model_path), {"training": {"final_snapshot": first}})
     assert policy_pool_pin(ctx, "policy:p4/crl@contrastive") is None  # crl's own snapshot rules
     from kernelrl.errors import StoreError

@@ -91,14 +91,15 @@ def policy_pool_pin(ctx, spec: str) -> int | None:
     included the final evaluations the killed attempt had stored, so its prompts, samples and attempts differed
     from the first's (slow suite, test_bench_killed_while_evaluating_resumes: 4 bench-policy attempts where an
     unkilled run makes 3)."""
-    from kernelrl.reports.policy import stage_snapshot, parse_policy_spec
+    from kernelrl.reports.policy import parse_policy_spec, stage_snapshot
+    from kernelrl.training.crl import store_snapshot
 
     _run, stage, _fmt = parse_policy_spec(spec)
     if stage_snapshot(ctx.store.stage_record(ctx.run, stage) or {}) is not None:
         return None
     pin = ((ctx.store.stage_record(ctx.run, "bench") or {}).get("inputs") or {}).get("policy_pool_as_of")
     if pin is None:
-        pin = ctx.store.last_evaluation_id()
+        pin = store_snapshot(ctx.store)
         ctx.store.set_stage_inputs(ctx.run, "bench", {"policy_pool_as_of": pin})
     return int(pin)
 

@@ -374,11 +374,6 @@ class Store:
 
         self.retrying(work)
 
-    def last_evaluation_id(self) -> int:
-        """The id of the newest evaluation stored (0 when none): a snapshot of the exemplar pool as it is now."""
-        with self.session() as s:
-            return int(s.scalar(select(func.max(EvaluationRow.id))) or 0)
-
     # -- stats ------------------------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         with self.session() as s:
