@@ -57,11 +57,16 @@ EXPECT = {
     "graph_stage_precompute": (HONEST, {"work-outside-timing"}),
     "capture_stale": (HONEST, {"timing-mismatch"}),
 }
+# The clock the red team runs on: the evaluator's default (the reward's clock, 'held') unless KERNELRL_REDTEAM_CLOCK
+# names another. Until 2026-12-07 this file defaulted to 'host' (version 6's clock) while every device call set
+# 'held': a plain `pytest tests/redteam/test_redteam_cuda.py` then tested a clock no reward uses (c25: 5 of 22 failed
+# on 'host', expectations written for 'held').
+RED_CLOCK = os.environ.get("KERNELRL_REDTEAM_CLOCK") or EvalConfig().clock
 # A short drain limit and wall cap: gpu_background_load keeps the device busy, so every reference span waits the
 # whole drain limit (2 s by default: minutes per evaluation); timeout and reference-slowed are its allowed verdicts.
 # KERNELRL_REDTEAM_CLOCK=device runs the red team on the experimental device clock (EvalConfig.clock). There the
 # side stream's work shows up outside the events, beyond its span: scored 0 (H100, 2026-11-25, call 4).
-if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "device":
+if RED_CLOCK == "device":
     EXPECT["side_stream"] = (HONEST, {"work-outside-timing"})
     # Its claim (a tenth of its device time) fell below the bandwidth floor on the H100 (2026-11-26, call 6): caught
     # by faster-than-light only because the cut was that greedy; a smaller cut passes (the xfail below).
@@ -69,19 +74,19 @@ if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "device":
 # KERNELRL_REDTEAM_CLOCK=held: the held clock. Side-stream work that does not wait for the hold runs during it (the
 # hold stretches) or after the holder's end event (outside); either is charged, and where it lands in the harness it
 # may score 0. A cheat's score is bounded tighter there (BOUND): the clock is meant to repeat within a few %.
-if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held":
+if RED_CLOCK == "held":
     EXPECT["side_stream"] = (HONEST, {"work-outside-timing"})
     # Its staging runs during the hold too: the stretch lands in its harness, beyond its spans (H100, call 2)
     EXPECT["skip_hold_wait"] = (HONEST, {"work-outside-timing"})
 # KERNELRL_REDTEAM_GRAPHS=1 (default) / 0: the spans are CUDA-graph replays (EvalConfig.cuda_graphs, held clock)
 # or eager. A stale graph must fail outright with graphs.
-GRAPHS = os.environ.get("KERNELRL_REDTEAM_GRAPHS", "1") == "1" and os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held"
+GRAPHS = os.environ.get("KERNELRL_REDTEAM_GRAPHS", "1") == "1" and RED_CLOCK == "held"
 if GRAPHS:
     EXPECT["capture_stale"] = (FAIL, {"timing-mismatch"})
 HELD_KEYS = ("hold_ms", "stretch_charge_ms", "outside_charge_ms", "host_charge_ms", "harness_charges_ms")
-BOUND = 1.2 if os.environ.get("KERNELRL_REDTEAM_CLOCK") == "held" else 1.5
+BOUND = 1.2 if RED_CLOCK == "held" else 1.5
 CFG = EvalConfig(device="cuda", budget_s=1.0, correctness_trials=5, reverify=False, max_wall_s=90,
-                 clock=os.environ.get("KERNELRL_REDTEAM_CLOCK", "host"), cuda_graphs=GRAPHS)
+                 clock=RED_CLOCK, cuda_graphs=GRAPHS)
 
 
 @pytest.fixture(autouse=True, scope="module")
