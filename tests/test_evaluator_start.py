@@ -68,6 +68,40 @@ def test_the_cold_command_runs_its_evaluation_in_workers_started_before_its_torc
     assert d["timing"]["spare_workers_used"] == 2  # the reference's and the candidate's, both prestarted
 
 
+def test_the_cold_command_answers_a_candidate_that_does_not_compile_without_importing_torch(tmp_path):
+    """A source that does not compile gets evaluate's own result (build-failed, the candidate's line, static flags)
+    from the command before any worker or torch import: a torch on the path that cannot be imported changes
+    nothing (on the H100 the command took 4.7 s, 3.2 s of it torch's import, c24). The same source through
+    evaluate gives the same verdict and words."""
+    import json
+    import subprocess
+    import sys
+
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('torch imported for a source that does not compile')\n")
+    src = "import torch\nimport subprocess\n\nclass ModelNew(torch.nn.Module:\n    pass\n"
+    cand = tmp_path / "cand.py"
+    cand.write_text(src)
+    env = dict(os.environ, KERNELRL_HOME=str(tmp_path / "home"),
+               PYTHONPATH=os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", ""), os.getcwd()]))
+    for extra in (["--json"], ["--json", "--store"], []):
+        r = subprocess.run([sys.executable, "-m", "kernelrl.cli", "eval", "02_Softmax", str(cand), "--device", "cpu",
+                            *extra], capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 0, (extra, r.stdout[-1000:], r.stderr[-2000:])
+        if not extra:
+            assert "build-failed" in r.stdout and "candidate.py, line 4" in r.stdout, r.stdout
+            continue
+        d = json.loads(r.stdout)
+        assert list(d["command_s"]) == ["cli_ready", "device_named", "evaluated"], d["command_s"]
+        ref = evaluate(get_task("02_Softmax"), src, EvalConfig(device="cpu")).to_dict()
+        assert {k: d[k] for k in ("flags", "error", "compile_error", "executable", "correct", "speedup",
+                                  "device_type", "evaluator_version")} == \
+            {k: ref[k] for k in ("flags", "error", "compile_error", "executable", "correct", "speedup",
+                                 "device_type", "evaluator_version")}
+        assert "spawns-processes" in d["flags"] and d["flags"][-1] == "build-failed", d["flags"]
+
+
 def test_a_prestarted_worker_that_fails_to_start_ends_the_wait_at_once(monkeypatch):
     """An evaluation waits for a worker prestart began only while it is starting: a start that fails hands back
     None at once (the evaluation then starts its own), and nothing is started again (per_key 0)."""
@@ -226,3 +260,20 @@ def test_every_worker_is_closed_when_closes_fail_and_no_failure_is_lost():
         close_together(Failing("cand", False), Failing("ref", True))
     assert sorted(closed) == ["cand", "ref"]
     assert close_together(Failing("cand", False), Failing("ref", False)) == [7]
+
+
+@pytest.mark.gpu
+def test_the_drivers_device_name_is_the_one_torch_reports():
+    """device_type of a result answered before torch's import (a source that does not compile) is the name the
+    driver gives, which must be torch's own (rows are grouped by it)."""
+    import json
+    import subprocess
+    import sys
+
+    probe = ("import json, sys\nfrom kernelrl.config.devices import device_name\nname = device_name('cuda:0')\n"
+             "assert 'torch' not in sys.modules\nimport torch\n"
+             "print(json.dumps([name, torch.cuda.get_device_name(0)]))\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ours, torchs = json.loads(r.stdout)
+    assert ours == torchs and ours.startswith("NVIDIA"), (ours, torchs)

@@ -29,7 +29,7 @@ def eval_cmd(
     from kernelrl.errors import ConfigError
     from kernelrl.tasks import get_task
 
-    from kernelrl.config.devices import resolve_device
+    from kernelrl.config.devices import device_name, resolve_device
 
     t = get_task(task)
     if not candidate.is_file():
@@ -40,41 +40,14 @@ def eval_cmd(
                       load_timeout_s=load_timeout_s)
     source = candidate.read_text(errors="replace")
 
-    from kernelrl.evaluation.static import syntax_error
+    from kernelrl.evaluation.static import syntax_failure
 
-    if syntax_error(source) is None:  # a source that does not parse starts no worker (evaluate answers at once)
-        from kernelrl.evaluation.spares import prestart
-
-        # This evaluation's workers start now, before this process imports torch, so the two imports overlap:
-        # the cold command on an H200 spent ~4 s in its own torch import, then ~4.5 s waiting for its workers'
-        # (bench/results/2026-11-29-h200-cold-eval).
-        prestart(cfg, device, cand_source=source)  # a torch.compile candidate's worker imports it too
-        marks["workers_started"] = process_age()
-    from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
-    from kernelrl.evaluation import session as eval_session
-
-    # One evaluation and exit: no spare workers started for a next one (prestart's are this evaluation's own). On
-    # a GPU the default starts two per role in the background, whose interpreters and device contexts compete with
-    # this evaluation's own start (the cold command took 27 s on the H100 x4, 7 s of it the reference's start:
-    # bench/results/2026-11-28-h100x4-evaluator-v13)
-    eval_session.SPARE_WORKERS = 0
-    marks["torch_imported"] = process_age()
-    if as_json:
-        from kernelrl.errors import KernelRLError
-
-        try:
-            res = evaluate(t, source, cfg)
-        except KernelRLError as e:  # --json promises one object on stdout, also when the task itself fails;
-            # stderr keeps the one `error:` line every user error prints (kernelrl.cli.main)
-            typer.echo(json.dumps({"error": str(e), "error_type": type(e).__name__, "task": t.key}))
-            raise
-    else:
-        from rich.console import Console
-        from rich.progress import Progress
-
-        with Progress(console=Console(stderr=True)) as bar:  # stderr: stdout keeps the result (pipes, --json)
-            tid = bar.add_task("evaluating", total=1.0)
-            res = evaluate(t, source, cfg, progress=lambda f, what: bar.update(tid, completed=f, description=what))
+    # A source that does not compile is answered here, before any worker or torch import (evaluate gives the same
+    # result): 4.7 s of a cold command on the H100, 3.2 s of it torch's import (c24 in
+    # bench/results/2026-12-06-h100-kernelbench).
+    res = syntax_failure(source, device_name(device))
+    if res is None:
+        res = _evaluate(t, source, cfg, device, as_json, marks)
     if store:
         from kernelrl.store import Store
 
@@ -90,6 +63,40 @@ def eval_cmd(
         return
     print_summary(t.key, res)
 
+
+def _evaluate(t, source: str, cfg, device: str, as_json: bool, marks: dict):
+    """The evaluation of a source that compiles: its workers started before this process imports torch."""
+    from kernelrl.evaluation.spares import prestart
+
+    # This evaluation's workers start now, before this process imports torch, so the two imports overlap:
+    # the cold command on an H200 spent ~4 s in its own torch import, then ~4.5 s waiting for its workers'
+    # (bench/results/2026-11-29-h200-cold-eval).
+    prestart(cfg, device, cand_source=source)  # a torch.compile candidate's worker imports it too
+    marks["workers_started"] = process_age()
+    from kernelrl.evaluation import evaluate  # imports torch: only once the input is known to be good
+    from kernelrl.evaluation import session as eval_session
+
+    # One evaluation and exit: no spare workers started for a next one (prestart's are this evaluation's own). On
+    # a GPU the default starts two per role in the background, whose interpreters and device contexts compete with
+    # this evaluation's own start (the cold command took 27 s on the H100 x4, 7 s of it the reference's start:
+    # bench/results/2026-11-28-h100x4-evaluator-v13)
+    eval_session.SPARE_WORKERS = 0
+    marks["torch_imported"] = process_age()
+    if as_json:
+        from kernelrl.errors import KernelRLError
+
+        try:
+            return evaluate(t, source, cfg)
+        except KernelRLError as e:  # --json promises one object on stdout, also when the task itself fails;
+            # stderr keeps the one `error:` line every user error prints (kernelrl.cli.main)
+            typer.echo(json.dumps({"error": str(e), "error_type": type(e).__name__, "task": t.key}))
+            raise
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True)) as bar:  # stderr: stdout keeps the result (pipes, --json)
+        tid = bar.add_task("evaluating", total=1.0)
+        return evaluate(t, source, cfg, progress=lambda f, what: bar.update(tid, completed=f, description=what))
 
 def eval_config(device: str, eval_mode: bool, **given):
     """The command's EvalConfig: the defaults, with the options the user gave (None: not given), validated."""

@@ -50,6 +50,36 @@ def _driver_count() -> int | None:
         return None
 
 
+def device_name(device: str) -> str:
+    """What a result's ``device_type`` says: "cpu", or the CUDA device's name ("NVIDIA H100 80GB HBM3"). Asked of
+    torch once it is imported; before that, of the driver (cuDeviceGetName, the name torch reports), so a command
+    can answer a candidate that does not compile without importing torch (config/devices's rule above)."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    idx = int(device.split(":")[1]) if ":" in device else 0
+    if "torch" not in sys.modules:
+        name = _driver_name(idx)
+        if name:
+            return name
+    import torch
+
+    return torch.cuda.get_device_name(idx)
+
+
+def _driver_name(idx: int) -> str | None:
+    """The driver's name for visible device ``idx``; None when the driver cannot say."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        dev, buf = ctypes.c_int(0), ctypes.create_string_buffer(256)
+        if lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(dev), idx) != 0:
+            return None
+        if lib.cuDeviceGetName(buf, len(buf), dev) != 0:
+            return None
+        return buf.value.decode(errors="replace") or None
+    except (AttributeError, OSError):
+        return None
+
+
 def available_devices() -> list[str]:
     """``["cpu", "cuda:0", ...]``: what this process can use."""
     return ["cpu"] + [f"cuda:{i}" for i in range(cuda_device_count())]

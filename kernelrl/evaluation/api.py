@@ -31,22 +31,20 @@ import time
 import traceback
 from typing import Callable
 
-import torch
-
 from kernelrl import EVALUATOR_VERSION
-from kernelrl.config.devices import resolve_device
+from kernelrl.config.devices import device_name, resolve_device
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation import flags as F, worker_context
 from kernelrl.evaluation.calibrate import Calibration, calibrate, capture_candidate, uses_held_clock, round_memory_bytes
 from kernelrl.evaluation.compare import COMPARE_CHUNK, TOLERANCES, compare, compare_digests
 from kernelrl.evaluation.correctness import check_correctness
 from kernelrl.evaluation.eager import measure_eager
-from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError
+from kernelrl.evaluation.result import CandidateFailed, EvalResult, EvaluatorError, candidate_frames
 from kernelrl.evaluation.reverify import reverify
 from kernelrl.evaluation.sandbox import WorkerProcess, become_subreaper, child_pids, kill_orphans
-from kernelrl.evaluation.session import Session, candidate_frames, candidate_hash
+from kernelrl.evaluation.session import Session, candidate_hash
 from kernelrl.evaluation.spares import SPARES
-from kernelrl.evaluation.static import static_flags, syntax_error
+from kernelrl.evaluation.static import static_flags, syntax_failure
 from kernelrl.evaluation.stats import needs_reverify
 from kernelrl.evaluation.timing import device_times, timed_blocks
 from kernelrl.evaluation.verdict import verdict
@@ -61,13 +59,6 @@ __all__ = ["COMPARE_CHUNK", "EVALUATOR_VERSION", "CandidateFailed", "Calibration
 
 def _resolve_device(device: str) -> str:
     return resolve_device(device, "device")
-
-
-def _device_type(device: str) -> str:
-    if device.startswith("cuda"):
-        idx = int(device.split(":")[1]) if ":" in device else 0
-        return torch.cuda.get_device_name(idx)
-    return "cpu"
 
 
 _MALLOC_TUNED = []
@@ -100,18 +91,13 @@ def evaluate(task: Task | str, candidate_source: str, settings: EvalConfig | Non
     t_start = time.monotonic()
     device = _resolve_device(cfg.device)
     task_source = task.source if isinstance(task, Task) else task
-    result = EvalResult(device_type=_device_type(device))
+    device_type = device_name(device)
+    failed = syntax_failure(candidate_source, device_type, t_start)
+    if failed is not None:  # nothing to run: no worker is started for it
+        return failed
+    result = EvalResult(device_type=device_type)
     for f in static_flags(candidate_source):
         result.flag(f)
-    bad_syntax = syntax_error(candidate_source)
-    if bad_syntax is not None:  # nothing to run: no worker is started for it; worded as the worker words it
-        result.flag("build-failed")
-        result.executable = result.correct = False
-        result.speedup = 0.0
-        frames = candidate_frames("".join(traceback.format_exception_only(bad_syntax)), "candidate.py")
-        result.error = result.compile_error = f"SyntaxError: {bad_syntax}{frames}"[:4000]
-        result.wall_s = round(time.monotonic() - t_start, 3)
-        return result
     become_subreaper()
     before = set(child_pids())
     s = Session(task_source, candidate_source, cfg, device, progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kernelrl import EVALUATOR_VERSION
@@ -68,3 +69,19 @@ class CandidateFailed(Exception):
         super().__init__(message)
         self.flag = flag
         self.executable = executable
+
+
+def candidate_frames(tb, module_path) -> str:
+    """The candidate's own frames of a worker's traceback, as ``candidate.py, line N, in f`` plus the source line
+    (the harness's frames say nothing about what is wrong with the candidate); '' when it has none."""
+    if not isinstance(tb, str) or not tb:
+        return ""
+    path, name = str(module_path), Path(str(module_path)).name
+    lines, out = tb.splitlines(), []
+    for i, line in enumerate(lines):
+        if line.strip().startswith(f'File "{path}"'):
+            out.append("  " + line.strip().replace(f'File "{path}"', name))
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if nxt.strip() and not nxt.strip().startswith("File "):
+                out.append("    " + nxt.strip())
+    return ("\ncandidate traceback (most recent call last):\n" + "\n".join(out[-20:])) if out else ""

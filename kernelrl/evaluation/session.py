@@ -20,7 +20,8 @@ from kernelrl.evaluation.held import HeldBook, Semaphores
 from kernelrl.evaluation.ipc import ProtocolError, Timeout
 from kernelrl.evaluation.loading import LoadTimeout, wait_for_load
 from kernelrl.evaluation.placement import PIN_CPU, keep_off_cores, pin_threads, restore_affinity, timing_cores
-from kernelrl.evaluation.result import TASK_ERRORS, CandidateFailed, EvalResult, EvaluatorError, TaskBroken
+from kernelrl.evaluation.result import (TASK_ERRORS, CandidateFailed, EvalResult, EvaluatorError, TaskBroken,
+                                       candidate_frames)
 from kernelrl.evaluation.sandbox import WorkerProcess, scratch_dir
 from kernelrl.evaluation.session_held import HeldPhases, reply_seconds
 from kernelrl.evaluation.spares import PRESTART_WAIT_S, SPARES, with_compiler, worker_kwargs
@@ -61,22 +62,6 @@ SPARE_WAIT_S = 30.0
 # The candidate's load limit is at least this many times the reference's own load on this host (a big model's
 # weights built on a slow CPU), else EvalConfig.load_timeout_s.
 LOAD_REF_FACTOR = 3.0
-
-
-def candidate_frames(tb, module_path) -> str:
-    """The candidate's own frames of a worker's traceback, as ``candidate.py, line N, in f`` plus the source line
-    (the harness's frames say nothing about what is wrong with the candidate); '' when it has none."""
-    if not isinstance(tb, str) or not tb:
-        return ""
-    path, name = str(module_path), Path(str(module_path)).name
-    lines, out = tb.splitlines(), []
-    for i, line in enumerate(lines):
-        if line.strip().startswith(f'File "{path}"'):
-            out.append("  " + line.strip().replace(f'File "{path}"', name))
-            nxt = lines[i + 1] if i + 1 < len(lines) else ""
-            if nxt.strip() and not nxt.strip().startswith("File "):
-                out.append("    " + nxt.strip())
-    return ("\ncandidate traceback (most recent call last):\n" + "\n".join(out[-20:])) if out else ""
 
 
 # A correctness set (or an audited call) whose outputs are this many bytes or more is compared on the GPU by the

@@ -65,3 +65,30 @@ _IMPORT_TIME_ENV = r"environ|putenv|TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TO
 def preimports_compiler(source: str) -> bool:
     """A worker for this source may import torch.compile's modules before the source runs (see above)."""
     return re.search(_COMPILER, source) is not None and re.search(_IMPORT_TIME_ENV, source) is None
+
+
+def syntax_failure(source: str, device_type: str, t_start: float | None = None):
+    """The whole result for a source that does not compile (``build-failed``, worded as the worker words it, static
+    flags kept), or None when it compiles. No worker and no torch: ``evaluate`` answers with it before starting any,
+    and the cold ``kernelrl eval`` before its own torch import (a broken candidate took 4.7 s on the H100 there, 3.2
+    s of it that import: bench/results/2026-12-06-h100-kernelbench, c24). ``t_start``: time.monotonic() at the
+    evaluation's start (wall_s counts from it)."""
+    import time
+    import traceback
+
+    from kernelrl.evaluation.result import EvalResult, candidate_frames
+
+    t0 = time.monotonic() if t_start is None else t_start
+    bad = syntax_error(source)
+    if bad is None:
+        return None
+    result = EvalResult(device_type=device_type)
+    for f in static_flags(source):
+        result.flag(f)
+    result.flag("build-failed")
+    result.executable = result.correct = False
+    result.speedup = 0.0
+    frames = candidate_frames("".join(traceback.format_exception_only(bad)), "candidate.py")
+    result.error = result.compile_error = f"SyntaxError: {bad}{frames}"[:4000]
+    result.wall_s = round(time.monotonic() - t0, 3)
+    return result
