@@ -187,6 +187,12 @@ def validate_values(obj: Any, where: str) -> None:
             raise ConfigError(f"{where}.device: expected cpu, cuda, cuda:N or auto, got {d!r}")
         if obj.clock not in ("host", "device", "held"):
             raise ConfigError(f"{where}.clock: expected host, device or held, got {obj.clock!r}")
+    if isinstance(obj, Recipe) and obj.eval.clock != "held":
+        # A recipe's stages turn scores into rewards, exemplars and the bench's table: only the clock the red team
+        # is kept on may give them ('host' failed 5 of its 22 cases at version 26; on 'device' a candidate can
+        # shorten its own clock). `kernelrl eval` and the benches still take the others, for diagnosis.
+        raise ConfigError(f"{where}.eval.clock: a recipe's stages score on 'held' only, got {obj.eval.clock!r} "
+                          "('host' and 'device' are for diagnosis through kernelrl eval and the benches)")
 
 
 def with_overrides(obj: Any, overrides: dict[str, Any], where: str) -> Any:

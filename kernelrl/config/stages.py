@@ -89,10 +89,10 @@ class EvalConfig:
         "its own GPU time. On the H100 VM the GPU-work ratios repeated within 0.4-5% between evaluations where the "
         "host clock's were 16-113% apart (bench/results/2026-11-26-h100-evaluator-v7). 'host': the parent's clock "
         "around the worker's calls and device-wide sync (wall semantics: a launch-bound reference's dispatch "
-        "counts), as in version 6; not for rewards either since version 7: the CUDA red team is kept on 'held' "
-        "(on 'host' at version 26, 5 of its 22 cases failed, an honest candidate zeroed among them: "
-        "bench/results/2026-12-06-h100-kernelbench, c25). 'device' (experimental, not for rewards): the worker's "
-        "own CUDA events behind a spin kernel in its own process, which it can shorten "
+        "counts), as in version 6; not for rewards since version 7 (a recipe refuses it): the CUDA red team is "
+        "kept on 'held' (on 'host' at version 26, 5 of its 22 cases failed, an honest candidate zeroed among them: "
+        "bench/results/2026-12-06-h100-kernelbench, c25). 'device' (experimental, not for rewards; a recipe refuses "
+        "it): the worker's own CUDA events behind a spin kernel in its own process, which it can shorten "
         "(tests/redteam/cuda/shorten_spin.py).")
     cuda_graphs: bool = knob(
         True, help="clock='held' (version 9, default on): time both sides' spans as CUDA-graph replays. Each worker "

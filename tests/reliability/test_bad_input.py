@@ -194,6 +194,8 @@ def test_levels_that_select_no_task(d):
     (["nosuch=1"], ("nosuch", "unknown field")),
     (["sft.nosuch=1"], ("sft.nosuch", "unknown field")),
     (["eval.device=gpu"], ("eval.device", "'gpu'")),
+    (["eval.clock=host"], ("eval.clock", "'held' only", "'host'")),
+    (["eval.clock=device"], ("eval.clock", "'held' only", "'device'")),
     (["levels=[1"], ("--set 'levels=[1'", "not valid YAML")),
     (["noequals"], ("--set 'noequals'", "expected key=value")),
     (["=1"], ("--set '=1'", "expected key=value")),
