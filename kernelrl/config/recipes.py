@@ -190,9 +190,9 @@ def validate_values(obj: Any, where: str) -> None:
     if isinstance(obj, Recipe) and obj.eval.clock != "held":
         # A recipe's stages turn scores into rewards, exemplars and the bench's table: only the clock the red team
         # is kept on may give them ('host' failed 5 of its 22 cases at version 26; on 'device' a candidate can
-        # shorten its own clock). `kernelrl eval` and the benches still take the others, for diagnosis.
+        # shorten its own clock). EvalConfig in Python and bench/evaluator_bench.py --clock still take the others.
         raise ConfigError(f"{where}.eval.clock: a recipe's stages score on 'held' only, got {obj.eval.clock!r} "
-                          "('host' and 'device' are for diagnosis through kernelrl eval and the benches)")
+                          "('host' and 'device' are for diagnosis: EvalConfig(clock=...), bench/evaluator_bench.py)")
 
 
 def with_overrides(obj: Any, overrides: dict[str, Any], where: str) -> Any:
