@@ -216,6 +216,11 @@ def baselines_md(s: dict, report: dict) -> str:
              "eager time. `eager est.` is the evaluator's KernelBench-style estimate (host included, one input set,",
              "never rewarded), over the successful tasks that have one. The compile time is the baseline's first",
              "call, reported apart and never timed (none for a CUDA graph, captured without a compile).",
+             "Two baselines copy what the reference does not: the reference in a CUDA graph copies each call's",
+             "inputs into its graph's static buffers and clones its outputs out, and `torch.compile`",
+             "reduce-overhead's graphs copy each input that is not a parameter or buffer into their own. Both copies",
+             "are timed (the evaluator replays the reference itself on buffers its harness fills outside the span):",
+             "large memory-bound level-1 tasks read 0.3-0.7 under them for it.",
              "`bench/kernelbench_summary.py` writes this file from the folder's rows; `summary.json` holds the same",
              "numbers.", ""]
     if s.get("self_within_2pct") is not None:
