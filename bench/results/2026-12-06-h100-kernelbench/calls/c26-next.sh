@@ -1,7 +1,8 @@
 # Call 26 (written 2026-12-07, sixth session, after c24-c25): the CUDA red team on the reward's clock (held: the
 # test file's default since 5109884; c25 ran it on version 6's host clock by mistake), then both torch.compile modes
 # where todo.py says. Prepare with calls/prepare.sh (post every earlier call first: c25 repeated c24's tasks because
-# c24's reports were not yet in .calls/done); carry [".whl", ".calls", "kb/level1", "kb/level3"]:
+# c24's reports were not yet in .calls/done); carry [".whl", ".calls", "kb/level1", "kb/level2", "kb/level3"] (a
+# level not carried has no tasks there: todo.py lists kb/levelL):
 #   bash .calls/c26.sh 2>&1 | tee $OUT/c26.log
 # Later calls: CALL=c27 bash .calls/c26.sh ... with RED=0 (the red team once a session is enough).
 CALL=${CALL:-c26} DEADLINE=${DEADLINE:-585} RED=${RED:-1}
