@@ -51,7 +51,8 @@ def _driver_count() -> int | None:
 
 
 def device_name(device: str) -> str:
-    """What a result's ``device_type`` says: "cpu", or the CUDA device's name ("NVIDIA H100 80GB HBM3"). Asked of
+    """What a result's ``device_type`` says, and what the store's cache, exemplar pools and re-verification match
+    on: "cpu", or the CUDA device's name ("NVIDIA H100 80GB HBM3"). Asked of
     torch once it is imported; before that, of the driver (cuDeviceGetName, the name torch reports), so a command
     can answer a candidate that does not compile without importing torch (config/devices's rule above)."""
     if not device.startswith("cuda"):

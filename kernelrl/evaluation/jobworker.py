@@ -45,6 +45,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+from kernelrl.config.devices import device_name
 from kernelrl.config.stages import EvalConfig
 from kernelrl.evaluation.precompile import BUILD_MARKERS, pin_cuda_arch, precompile
 from kernelrl.evaluation.stats import needs_reverify
@@ -65,15 +66,6 @@ def load_evaluate_fn(spec: str | None = None) -> Callable:
         return evaluate
     mod, _, attr = spec.partition(":")
     return getattr(importlib.import_module(mod), attr)
-
-
-def device_type_of(device: str) -> str:
-    """What the store's cache and re-verification match on: 'cpu', or the GPU's name (e.g. 'NVIDIA H200')."""
-    if not device.startswith("cuda"):
-        return "cpu"
-    import torch
-
-    return torch.cuda.get_device_name(int(device.split(":")[1]) if ":" in device else 0)
 
 
 def gpu_uuid_of(device: str) -> str | None:
@@ -150,7 +142,7 @@ class Worker:
         self.device = device
         self.device_kind = "cuda" if device.startswith("cuda") else "cpu"
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{device}"
-        self.device_type = device_type or device_type_of(device)
+        self.device_type = device_type or device_name(device)
         self.gpu_uuid = gpu_uuid or gpu_uuid_of(device)
         self.identity = self.gpu_uuid or self.worker_id  # what a re-verification of our results excludes
         self.queue = JobQueue(self.store, lease_s=lease_s)

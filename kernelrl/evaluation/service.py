@@ -82,9 +82,9 @@ class EvalService:
         self.device_kind = "cuda" if self.device.startswith("cuda") else "cpu"
         if device_type is None:
             try:
-                from kernelrl.evaluation.jobworker import device_type_of
+                from kernelrl.config.devices import device_name
 
-                device_type = device_type_of(self.device)
+                device_type = device_name(self.device)
             except Exception:  # workers on other hosts: no cache lookups without a known device type
                 device_type = None
         self.device_type = device_type

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import re
+import time
+import traceback
+
+from kernelrl.evaluation.result import EvalResult, candidate_frames
 
 _PATTERNS = {
     "uses-side-stream": r"torch\.cuda\.Stream\(|cuda\.stream\(|cudaStreamCreate",
@@ -67,17 +71,12 @@ def preimports_compiler(source: str) -> bool:
     return re.search(_COMPILER, source) is not None and re.search(_IMPORT_TIME_ENV, source) is None
 
 
-def syntax_failure(source: str, device_type: str, t_start: float | None = None):
+def syntax_failure(source: str, device_type: str, t_start: float | None = None) -> EvalResult | None:
     """The whole result for a source that does not compile (``build-failed``, worded as the worker words it, static
     flags kept), or None when it compiles. No worker and no torch: ``evaluate`` answers with it before starting any,
     and the cold ``kernelrl eval`` before its own torch import (a broken candidate took 4.7 s on the H100 there, 3.2
     s of it that import: bench/results/2026-12-06-h100-kernelbench, c24). ``t_start``: time.monotonic() at the
     evaluation's start (wall_s counts from it)."""
-    import time
-    import traceback
-
-    from kernelrl.evaluation.result import EvalResult, candidate_frames
-
     t0 = time.monotonic() if t_start is None else t_start
     bad = syntax_error(source)
     if bad is None:

@@ -48,9 +48,9 @@ def device_scope(eval_cfg, svc=None) -> tuple[str | None, str]:
         device = resolve_device(eval_cfg.device)
         kind = "cuda" if device.startswith("cuda") else "cpu"
         try:
-            from kernelrl.evaluation.jobworker import device_type_of
+            from kernelrl.config.devices import device_name
 
-            dtype = device_type_of(device)
+            dtype = device_name(device)
         except Exception:  # no GPU visible here (workers elsewhere): filter by kind only
             dtype = None
     return dtype, kind or "cpu"
