@@ -417,3 +417,17 @@ def test_placement_probe_says_it_needs_a_gpu(monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["placement_probe.py", "task.py"])
     with pytest.raises(SystemExit, match="needs a CUDA GPU"):
         P.main()
+
+
+def test_compare_profile_times_the_comparison_and_each_chunk_operation_on_a_cpu(tmp_path):
+    """bench/compare_profile.py (the next device call's profile of the large-output comparison) runs its in-process
+    parts on a CPU: the honest pair compares equal (verdict None) and every chunk operation has a time."""
+    from bench.compare_profile import main
+
+    out = tmp_path / "cp.json"
+    assert main(["--device", "cpu", "--sizes-mib", "1", "--reps", "1", "--json", str(out)]) == 0
+    lines = json.loads(out.read_text())
+    inproc = next(x for x in lines if x.get("case") == "inproc")
+    assert inproc["verdict"] is None and inproc["s"] > 0  # r and r*(1+1e-7 noise) are within float32's tolerance
+    ops = next(x for x in lines if x.get("case") == "ops")
+    assert ops["chunk_elems"] == 1024**2 // 4 and all(ops[k] >= 0 for k in ("isfinite", "sub+abs", "bad.sum"))
