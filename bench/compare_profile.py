@@ -12,7 +12,9 @@ outputs (equal within float32 rounding, as an honest candidate's):
   evaluator takes: cuIpcOpenMemHandle), so a slow read of mapped memory shows apart;
 - ``tight``: in-process again with the device filled until ``--tight-gib`` is free, as in a reference worker that
   holds its inputs, kept outputs and graphs (the allocator must then free cached blocks for each temporary);
-- ``ops``: each operation of one chunk's loop (compare._compare_floats_chunked) timed alone.
+- ``ops``: each operation of one chunk's loop (compare._compare_floats_chunked) timed alone;
+- ``fused`` (beside inproc, ipc and tight): ``fused_compare``, one pass with no sync per chunk and compare's
+  verdicts (a candidate to replace the device path if the profile says the chunk loop is the cost).
 Each line says seconds (median of ``--reps``) and the allocator's device allocations and retries during it
 (torch.cuda.memory_stats: ``num_device_alloc``, ``num_alloc_retries``). Nothing here is a score; the evaluator
 does not import it. On a host without CUDA ``--device cpu`` runs the in-process parts (a smoke test)."""
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -45,6 +48,44 @@ torch.cuda.synchronize()
 print(json.dumps(export(c)), flush=True)
 sys.stdin.readline()  # hold the memory until the parent has compared and unmapped
 """
+
+
+def fused_compare(ref: list, cand: list, ref_structure, cand_structure):
+    """A one-pass comparison with compare.compare's verdicts, measured beside it (not used by the evaluator): per
+    chunk d = r - c, the float64 norms of r and d and the largest |d| - rtol |r|, all kept on the device (no sync
+    per chunk). Both norms finite means every element of both outputs is finite (float64 sums of float32 squares
+    cannot overflow; a non-finite c makes d non-finite). The tolerance holds for every element when that largest
+    excess is at most half of atol x scale (a margin far above float32's rounding of rtol |r|); anything else
+    (non-finite values, an excess near or past the bound, an integer output) is answered by compare.compare itself,
+    so a failure's message is the same. So the verdict is compare's; only a clear pass is taken early."""
+    if ref_structure != cand_structure or len(ref) != len(cand):
+        return compare(ref, cand, ref_structure, cand_structure)
+    for r, c in zip(ref, cand):
+        if r.shape != c.shape or r.dtype != c.dtype or r.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            return compare(ref, cand, ref_structure, cand_structure)
+        atol, rtol, rel_norm = TOLERANCES[r.dtype]
+        r1, c1 = r.reshape(-1), c.reshape(-1)
+        chunk = DEVICE_COMPARE_CHUNK if r.device.type == "cuda" else 1 << 20
+        zero = torch.zeros((), dtype=torch.float64, device=r.device)
+        ref_sq, diff_sq, excess = zero.clone(), zero.clone(), torch.full((), -math.inf, device=r.device)
+        for s0 in range(0, r1.numel(), chunk):
+            rf, cf = r1[s0:s0 + chunk].float(), c1[s0:s0 + chunk].float()
+            d = rf - cf
+            ref_sq += torch.linalg.vector_norm(rf, dtype=torch.float64).square()
+            diff_sq += torch.linalg.vector_norm(d, dtype=torch.float64).square()
+            excess = torch.maximum(excess, d.abs_().sub_(rf.abs().mul_(rtol)).max())  # rf may be r's own memory
+        ref_sq_f, diff_sq_f, excess_f = (float(x) for x in torch.stack([ref_sq, diff_sq, excess.double()]).cpu())
+        if not (math.isfinite(ref_sq_f) and math.isfinite(diff_sq_f)):
+            return compare(ref, cand, ref_structure, cand_structure)
+        m = r1.numel()
+        denom = math.sqrt(ref_sq_f)
+        scale = max(1.0, denom / math.sqrt(max(m, 1)))
+        if excess_f > 0.5 * atol * scale:
+            return compare(ref, cand, ref_structure, cand_structure)
+        num = math.sqrt(diff_sq_f)
+        if (denom > 0 and num / denom > rel_norm) or (denom == 0 and num > atol * math.sqrt(max(m, 1))):
+            return compare(ref, cand, ref_structure, cand_structure)
+    return None
 
 
 def sync(dev: torch.device) -> None:
@@ -127,6 +168,7 @@ def ipc_case(n: int, r: torch.Tensor, dev: torch.device, reps: int) -> dict:
         c = opened.view(desc)
         open_s = time.perf_counter() - t0
         res = timed(partial(compare, [r], [c], [1], [1]), dev, reps)
+        res["fused"] = timed(partial(fused_compare, [r], [c], [1], [1]), dev, reps)
         del c
         t1 = time.perf_counter()
         opened.close()
@@ -159,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         n = mib * 1024**2 // 4
         r, c = pair(n, dev)
         say({"mib": mib, "case": "inproc", **timed(partial(compare, [r], [c], [1], [1]), dev, a.reps)})
+        say({"mib": mib, "case": "inproc fused", **timed(partial(fused_compare, [r], [c], [1], [1]), dev, a.reps)})
         say({"mib": mib, "case": "ops", **ops(r, c, dev, a.reps)})
         if dev.type == "cuda":
             del c
@@ -170,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 say({"mib": mib, "case": "tight", "free_gib": free_gib,
                      **timed(partial(compare, [r], [c], [1], [1]), dev, a.reps)})
+                say({"mib": mib, "case": "tight fused", "free_gib": free_gib,
+                     **timed(partial(fused_compare, [r], [c], [1], [1]), dev, a.reps)})
             except torch.OutOfMemoryError as e:  # an answer too: the comparison needs more room than was left
                 say({"mib": mib, "case": "tight", "free_gib": free_gib, "error": str(e)[:300]})
             del held

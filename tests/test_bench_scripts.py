@@ -431,3 +431,49 @@ def test_compare_profile_times_the_comparison_and_each_chunk_operation_on_a_cpu(
     assert inproc["verdict"] is None and inproc["s"] > 0  # r and r*(1+1e-7 noise) are within float32's tolerance
     ops = next(x for x in lines if x.get("case") == "ops")
     assert ops["chunk_elems"] == 1024**2 // 4 and all(ops[k] >= 0 for k in ("isfinite", "sub+abs", "bad.sum"))
+
+
+def test_compare_profiles_fused_comparison_gives_compares_verdicts_and_leaves_the_outputs_alone():
+    """The profile's one-pass comparison (measured beside compare.compare, a candidate to replace its device path)
+    answers every case as compare.compare does, messages included, and never writes the outputs it reads."""
+    from bench.compare_profile import fused_compare
+    from kernelrl.evaluation.compare import compare
+
+    g = torch.Generator().manual_seed(0)
+    r = torch.rand(3000, generator=g) * 4 - 2
+    cases = {"honest": r * (1 + 1e-7 * torch.randn(3000, generator=g))}
+    one_bad = r.clone()
+    one_bad[1234] += 0.5
+    cases["one element off"] = one_bad
+    cases["all slightly off (elementwise passes, norm fails)"] = r + 9e-5 * r.abs().clamp_min(1.0) * r.sign()
+    cases["edge of the tolerance"] = r + (r.abs() * 1e-3 + 0.7e-4)
+    near = r.clone()
+    near[5] += r[5].abs() * 1e-3 + 0.9e-4  # one element just inside its bound (atol x scale, scale ~1.15 here)
+    cases["one element near its bound"] = near
+    past = r.clone()
+    past[5] += r[5].abs() * 1e-3 + 3e-4  # just past it: the norm alone (~3e-5 relative) would pass this one
+    cases["one element past its bound"] = past
+    nan_c = r.clone()
+    nan_c[7] = float("nan")
+    cases["NaN where the reference is finite"] = nan_c
+    cases["zeros"] = torch.zeros_like(r)
+    r_nan = r.clone()
+    r_nan[7] = float("nan")
+    inf_r = r.clone()
+    inf_r[9] = float("inf")
+    pairs = [([r], [c], [1], [1]) for c in cases.values()]
+    pairs += [([r_nan], [r_nan.clone()], [1], [1]), ([inf_r], [inf_r.clone()], [1], [1]), ([inf_r], [r], [1], [1])]
+    pairs += [([r.half()], [(r * (1 + 1e-4)).half()], [1], [1]), ([r.half()], [(r + 0.1).half()], [1], [1])]
+    pairs += [([r], [r[:10]], [1], [1]), ([r], [r, r], [1], [2]), ([r.new_zeros(0)], [r.new_zeros(0)], [1], [1])]
+    pairs += [([torch.arange(10)], [torch.arange(10)], [1], [1]), ([torch.arange(10)], [-torch.arange(10)], [1], [1])]
+    verdicts = []
+    for ref, cand, rs, cs in pairs:
+        before = [t.clone() for t in ref + cand]
+        want, got = compare(ref, cand, rs, cs), fused_compare(ref, cand, rs, cs)
+        assert got == want, (want, got)
+        assert all(torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+                   for a, b in zip(before, ref + cand))
+        verdicts.append(want)
+    # the cases are not all passes: honest, NaN/inf matched, small half error, empty and equal integers pass
+    assert [v is None for v in verdicts] == [True, False, False, False, True, False, False, False, True, True, False,
+                                               True, False, False, False, True, True, False]

@@ -5,7 +5,7 @@
 # Why the profile: the reference worker's comparison of 6.4 GB outputs took 2.0-3.0 s of a 10-15 s evaluation on
 # the level-1 activations and norms (c25-c27), ~0.7 s a set where reading both outputs is ~4 ms; bench/
 # compare_profile.py says whether the time is the chunk loop's kernels and syncs, the mapped (IPC) memory, or the
-# allocator near a full device, before anything in compare.py changes (~40 s). Later calls: CALL=c29 PROFILE=0.
+# allocator near a full device, before anything in compare.py changes, and times a one-pass comparison with the same verdicts beside it (~50 s). Later calls: CALL=c29 PROFILE=0.
 CALL=${CALL:-c28} DEADLINE=${DEADLINE:-585} PROFILE=${PROFILE:-1}
 export CALL
 source .calls/setup.sh
