@@ -4,9 +4,10 @@
 
 Why: on the H100 (c24-c27, bench/results/2026-12-06-h100-kernelbench) the reference worker's comparison of a
 correctness set's outputs (worker_share.cmd_compare_kept -> compare.compare) took 2.0-3.0 s for the level-1
-activations and norms (three sets of 6.4 GB: ~0.7 s a set), where reading both outputs once is ~4 ms a set at
-the card's bandwidth: a quarter of a 10-15 s evaluation. This measures, for one pair of equal-sized float32
-outputs (equal within float32 rounding, as an honest candidate's):
+activations and norms, a quarter of a 10-15 s evaluation. Measured (c28, H100): that is twenty sets of 6.4 GB
+at ~0.1 s each: compare's nine elementwise kernels per chunk (0.4-0.7 ms each on 64M elements), ~20 times
+reading both outputs once; the fused pass takes ~0.05 s (the README's eighth-session section). This measures,
+for one pair of equal-sized float32 outputs (equal within float32 rounding, as an honest candidate's):
 - ``inproc``: compare.compare on two tensors of this process (the kernels and syncs alone);
 - ``ipc``: the candidate's tensor made by a child process and mapped here through devshare (the path the
   evaluator takes: cuIpcOpenMemHandle), so a slow read of mapped memory shows apart;
