@@ -298,6 +298,11 @@ def test_decide_reverify_uses_the_intervals_and_says_what_was_kept():
     assert out["speedup"] == 3.03 and out["success"] and out["flags"] == ["reverify-disagreed"], out
     assert rv["rule"] == "mismatch" and rv["kept"] == 3.03 and not rv["agree"] and not out.get("error")
     assert rv["why"].startswith("first 3.8x [3.8, 4.3], re-measured 3.03x [3.03, 3.4]"), rv["why"]
+    # the second's timing detail (report only) rides along: what it timed, not the first's
+    assert rv["detail"] == {"ref_median_ms": 2.0}, rv["detail"]
+    second["timing"].update(cand_median_ms=0.66, harness_charge_ms=0.2, rounds_raw={"big": [0.0] * 10})
+    rv = decide_reverify(first, second, 0.10, mode="other-worker", who={"worker": "B"})["timing"]["reverify"]
+    assert rv["detail"] == {"ref_median_ms": 2.0, "cand_median_ms": 0.66, "harness_charge_ms": 0.2}, rv["detail"]
     out = decide_reverify(first, dict(second, success=False), 0.10, mode="other-worker", who={"worker": "B"})
     assert out["speedup"] == 0.0 and not out["success"] and out["flags"] == ["reverify-mismatch"]
     assert out["error"].startswith("reverify-mismatch: first 3.8x [3.8, 4.3], re-measured 3.03x [3.03, 3.4]")

@@ -555,7 +555,8 @@ def judge_reverify(first: float, first_timing: dict | None, second: float, secon
     and the ``timing.reverify`` record both re-verification paths store (the evaluator's fresh processes and the
     queue's other worker): both numbers, the second's interval, the tolerance, the mode, the verdict, and the
     second's own flags and error (a re-measurement failed by a fatal flag alone, reference-slowed on a loaded
-    host, has no error: its flags say why; CI's loaded 2-core runner once read a bare ``reverify-mismatch``)."""
+    host, has no error: its flags say why; CI's loaded 2-core runner once read a bare ``reverify-mismatch``), and
+    ``detail``: the second's timing keys named in ``REVERIFY_DETAIL`` (its medians, charges, phases)."""
     flags = [str(f) for f in (second_flags or [])]
     error = str(second_error)[:500] if second_error else None
     fatal = ", ".join(f for f in flags if f in FATAL)
@@ -564,9 +565,19 @@ def judge_reverify(first: float, first_timing: dict | None, second: float, secon
     v = reverify_verdict(first, second, second_ok, tolerance, first_interval=timing_interval(first_timing),
                          second_interval=timing_interval(second_timing),
                          ref_ms=(timing_ref_ms(first_timing), timing_ref_ms(second_timing)), failed_because=because)
+    detail = {k: (second_timing or {})[k] for k in REVERIFY_DETAIL if k in (second_timing or {})}
     return v, {"first_speedup": first, "speedup": second, "interval": timing_interval(second_timing),
                "tolerance": tolerance, "mode": mode, **v.to_dict(), "success": bool(second_ok), "flags": flags,
-               "error": error}
+               "error": error, "detail": detail}
+
+
+# What a re-measurement's timing keeps in ``timing.reverify.detail`` (report only, ~1 KB): why it differs from the
+# first. H100 2026-12-07 (c31/c32): two fresh-process re-measurements of KernelBench L1 losses under torch.compile
+# came out 13-24% lower, flagged host-bound, and only their interval and flags were kept to say why.
+REVERIFY_DETAIL = ("clock", "ref_median_ms", "cand_median_ms", "stop", "rounds", "dropped_blocks",
+                   "harness_charge_ms", "harness_charges_ms", "harness_held_ms", "empty_span_ms_ref",
+                   "empty_span_ms_cand", "host_charge_ms", "host_cpu_ms_ref", "host_cpu_ms_cand", "host_probe",
+                   "graphs", "first_call_s", "phases_s")
 
 
 def timing_interval(timing: dict | None) -> tuple[float, float] | None:
