@@ -576,7 +576,8 @@ def judge_reverify(first: float, first_timing: dict | None, second: float, secon
 # came out 13-24% lower, flagged host-bound, and only their interval and flags were kept to say why.
 REVERIFY_DETAIL = ("clock", "ref_median_ms", "cand_median_ms", "stop", "rounds", "dropped_blocks",
                    "harness_charge_ms", "harness_charges_ms", "harness_held_ms", "empty_span_ms_ref",
-                   "empty_span_ms_cand", "host_charge_ms", "host_cpu_ms_ref", "host_cpu_ms_cand", "host_probe",
+                   "empty_span_ms_cand", "held_work_ms_ref", "held_work_ms_cand", "stretch_charge_ms",
+                   "outside_charge_ms", "host_charge_ms", "host_cpu_ms_ref", "host_cpu_ms_cand", "host_probe",
                    "graphs", "first_call_s", "phases_s")
 
 

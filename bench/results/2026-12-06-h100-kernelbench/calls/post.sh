@@ -25,5 +25,10 @@ for t in "$RAW"/*-lanes.tar; do
   done
   rm -rf "$d" "$t"
 done
+for t in "$RAW"/*-diag.tar; do  # a call's side measurements (c34-next.sh): under diag/, outside summarize.sh's glob
+  [ -f "$t" ] || continue
+  mkdir -p "$RAW/diag"
+  tar -C "$RAW/diag" --strip-components=1 -xf "$t" && rm -f "$t"
+done
 ls -la "$RAW"
 echo "reports now in .calls/done: $(ls .calls/done | tr '\n' ' ')"
