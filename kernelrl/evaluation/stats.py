@@ -548,6 +548,16 @@ def reverify_verdict(first: float, second: float, second_ok: bool, tolerance: fl
                 "the lower; flagged reverify-disagreed)")
 
 
+# What a re-measurement's timing keeps in ``timing.reverify.detail`` (report only, ~1 KB): why it differs from the
+# first. H100 2026-12-07 (c31/c32): two fresh-process re-measurements of KernelBench L1 losses under torch.compile
+# came out 13-24% lower, flagged host-bound, and only their interval and flags were kept to say why.
+REVERIFY_DETAIL = ("clock", "ref_median_ms", "cand_median_ms", "stop", "rounds", "dropped_blocks",
+                   "harness_charge_ms", "harness_charges_ms", "harness_held_ms", "empty_span_ms_ref",
+                   "empty_span_ms_cand", "held_work_ms_ref", "held_work_ms_cand", "stretch_charge_ms",
+                   "outside_charge_ms", "host_charge_ms", "host_cpu_ms_ref", "host_cpu_ms_cand", "host_probe",
+                   "graphs", "first_call_s", "phases_s")
+
+
 def judge_reverify(first: float, first_timing: dict | None, second: float, second_ok: bool,
                    second_timing: dict | None, tolerance: float, *, mode: str, second_flags: list | None = None,
                    second_error: str | None = None) -> tuple[ReverifyVerdict, dict]:
@@ -565,20 +575,11 @@ def judge_reverify(first: float, first_timing: dict | None, second: float, secon
     v = reverify_verdict(first, second, second_ok, tolerance, first_interval=timing_interval(first_timing),
                          second_interval=timing_interval(second_timing),
                          ref_ms=(timing_ref_ms(first_timing), timing_ref_ms(second_timing)), failed_because=because)
-    detail = {k: (second_timing or {})[k] for k in REVERIFY_DETAIL if k in (second_timing or {})}
+    t2 = second_timing or {}
+    detail = {k: t2[k] for k in REVERIFY_DETAIL if k in t2}
     return v, {"first_speedup": first, "speedup": second, "interval": timing_interval(second_timing),
                "tolerance": tolerance, "mode": mode, **v.to_dict(), "success": bool(second_ok), "flags": flags,
                "error": error, "detail": detail}
-
-
-# What a re-measurement's timing keeps in ``timing.reverify.detail`` (report only, ~1 KB): why it differs from the
-# first. H100 2026-12-07 (c31/c32): two fresh-process re-measurements of KernelBench L1 losses under torch.compile
-# came out 13-24% lower, flagged host-bound, and only their interval and flags were kept to say why.
-REVERIFY_DETAIL = ("clock", "ref_median_ms", "cand_median_ms", "stop", "rounds", "dropped_blocks",
-                   "harness_charge_ms", "harness_charges_ms", "harness_held_ms", "empty_span_ms_ref",
-                   "empty_span_ms_cand", "held_work_ms_ref", "held_work_ms_cand", "stretch_charge_ms",
-                   "outside_charge_ms", "host_charge_ms", "host_cpu_ms_ref", "host_cpu_ms_cand", "host_probe",
-                   "graphs", "first_call_s", "phases_s")
 
 
 def timing_interval(timing: dict | None) -> tuple[float, float] | None:
